@@ -1,0 +1,37 @@
+# The README's two commands: `make demo` and `make test`. Both install into .venv first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-all test-slow test-gpu bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: install
+	$(VENV)/bin/rlvr demo
+
+test: install
+	$(PY) -m pytest -q
+
+test-slow: install
+	$(PY) -m pytest -q -m slow
+
+test-gpu: install
+	$(PY) -m pytest -q -m gpu
+
+test-all: install
+	$(PY) -m pytest -q -m ''
+
+bench: install
+	$(PY) benchmarks/bench_math.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,62 @@
+"""The ``rlvr`` command line: one entry point, one subcommand per job.
+
+Errors the user can cause print one line that says what to do (exit code 2); anything else is
+a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.commands import demo, grade
+from harness.errors import UserError
+
+DESCRIPTION = """\
+rlvr: reinforcement learning with verifiable rewards.
+One sandboxed verifier grades math and code; the same function is the RL reward during
+training and the grader of every evaluation.
+"""
+
+EPILOG = """\
+start here:
+  rlvr demo                                   grade the shipped sample and print verdicts
+  rlvr grade --kind math --input IN.jsonl --output OUT.jsonl
+  rlvr <command> --help                       every command explains its flags
+"""
+
+COMMANDS = (grade, demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlvr", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    from sandbox.version import PACKAGE_VERSION
+
+    parser.add_argument("--version", action="version", version=f"rlvr {PACKAGE_VERSION}")
+    sub = parser.add_subparsers(dest="command", metavar="<command>")
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"rlvr {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"rlvr {args.command}: interrupted; results written so far are kept", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

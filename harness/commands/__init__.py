@@ -1,0 +1,1 @@
+"""One module per ``rlvr`` subcommand; each exposes ``register(subparsers)``."""

@@ -1,0 +1,117 @@
+"""``rlvr grade``: grade a JSONL file of completions with the sandbox verifiers."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+from harness.grade_files import count_lines, grade_stream, read_rows
+
+EPILOG = """\
+input rows (JSON Lines):
+  math: {"id": ..., "completion": "... \\\\boxed{42}", "answer": "42"}
+        optional per row: "policy", "answer_type", "tolerance", "multiple"
+output rows, one per input row, in input order:
+  {"id", "correct", "reward", "reason", "extracted", "elapsed_ms", "detail", "verifier", ...}
+  reason is one of ok, wrong_answer, no_answer, unparseable, timeout, grader_error,
+  or bad_input for a row that could not be read; extra input fields pass through.
+
+examples:
+  rlvr grade --kind math --input completions.jsonl --output verdicts.jsonl
+  rlvr grade --kind math --input c.jsonl --output - --workers 4 --timeout 2 --policy minerva
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "grade",
+        help="grade a JSONL file of completions (math or code)",
+        description="Grade completions with the same verifier that serves training rewards.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--kind", choices=["math"], required=True, help="which verifier to use")
+    p.add_argument("--input", required=True, help="input JSONL path, or - for standard input")
+    p.add_argument("--output", required=True, help="output JSONL path, or - for standard output")
+    p.add_argument("--workers", type=int, default=None, help="grading worker processes (default: min(4, CPUs))")
+    p.add_argument("--timeout", type=float, default=1.0, help="hard deadline per item in seconds (default 1)")
+    p.add_argument("--policy", default="math", help="math grading policy preset (math, gsm8k, minerva, olympiadbench, aime, arith)")
+    p.add_argument("--summary-json", default=None, help="also write the summary as JSON to this path")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=run)
+
+
+def _validate_math(row: dict[str, Any]) -> str:
+    if "completion" not in row:
+        return "missing field 'completion'"
+    if not isinstance(row["completion"], str):
+        return "field 'completion' must be a string"
+    if "answer" not in row or row["answer"] is None:
+        return "missing field 'answer'"
+    if not isinstance(row["answer"], (str, int, float)):
+        return "field 'answer' must be a string or a number"
+    return ""
+
+
+def run(args: argparse.Namespace) -> int:
+    from sandbox.math.policy import PRESETS
+    from sandbox.math.verify import MathGrader
+    from sandbox.version import MATH_VERIFIER
+
+    if args.policy not in PRESETS:
+        raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")
+    if args.timeout <= 0:
+        raise UserError("--timeout must be a positive number of seconds")
+    if args.workers is not None and args.workers < 1:
+        raise UserError("--workers must be at least 1")
+    source = sys.stdin if args.input == "-" else _open_input(args.input)
+    total = None if args.input == "-" else count_lines(Path(args.input))
+    grader = MathGrader(workers=args.workers, timeout=args.timeout)
+    out = sys.stdout if args.output == "-" else _open_output(args.output)
+    progress = None
+    if not args.no_progress and args.output != "-":
+        from tqdm import tqdm
+
+        progress = tqdm(total=total, unit="row", desc="grading", file=sys.stderr, disable=None)
+
+    def grade_chunk(rows: list[dict[str, Any]]):
+        items = [{**row, "answer": str(row["answer"])} for row in rows]
+        return grader.verify_batch(items, policy=args.policy)
+
+    def write(row: dict[str, Any]) -> None:
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    try:
+        summary = grade_stream(read_rows(source), grade_chunk, _validate_math, write, MATH_VERIFIER, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+        grader.close()
+        if out is not sys.stdout:
+            out.close()
+        if source is not sys.stdin:
+            source.close()
+    if args.summary_json:
+        Path(args.summary_json).write_text(json.dumps({"verifier": MATH_VERIFIER, **summary.to_dict()}, indent=2) + "\n")
+    print(summary.line(), file=sys.stderr if args.output == "-" else sys.stdout)
+    return 0
+
+
+def _open_input(path: str):
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"input file {path!r} does not exist; pass a JSONL file or - for standard input")
+    return p.open(encoding="utf-8", errors="replace")
+
+
+def _open_output(path: str):
+    p = Path(path)
+    if p.parent and not p.parent.exists():
+        p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return p.open("w", encoding="utf-8", buffering=1 << 16)
+    except OSError as exc:
+        raise UserError(f"cannot write {path!r}: {exc.strerror}") from exc

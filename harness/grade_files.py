@@ -1,0 +1,132 @@
+"""Grade a JSONL file of completions: the engine behind ``rlvr grade``.
+
+Rows stream through in chunks and every input row yields exactly one output row, in input
+order, flushed as it is written, so a large file never sits in memory and a killed run keeps
+what it finished. Malformed rows become ``bad_input`` rows that say what was wrong.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from sandbox.verdict import Verdict
+
+OUTPUT_FIELDS = ("id", "correct", "reward", "reason", "extracted", "elapsed_ms")
+CHUNK_ROWS = 256
+
+
+@dataclass
+class GradeSummary:
+    count: int = 0
+    correct: int = 0
+    reasons: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def add(self, verdict: Verdict) -> None:
+        self.count += 1
+        self.correct += int(verdict.correct)
+        self.reasons[verdict.reason] += 1
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.count if self.count else 0.0
+
+    def line(self) -> str:
+        rate = self.count / self.seconds if self.seconds > 0 else float("inf")
+        others = ", ".join(f"{k} {v}" for k, v in sorted(self.reasons.items()) if k not in ("ok", "wrong_answer"))
+        return (
+            f"graded {self.count} rows: accuracy {self.accuracy:.4f} ({self.correct}/{self.count}), "
+            f"timeouts {self.reasons.get('timeout', 0)}, wrong {self.reasons.get('wrong_answer', 0)}"
+            + (f", {others}" if others else "")
+            + f"; {self.seconds:.2f}s, {rate:.1f} rows/s"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "correct": self.correct,
+            "accuracy": self.accuracy,
+            "timeouts": self.reasons.get("timeout", 0),
+            "reasons": dict(self.reasons),
+            "seconds": round(self.seconds, 3),
+            "rows_per_second": round(self.count / self.seconds, 2) if self.seconds > 0 else None,
+        }
+
+
+def read_rows(stream: TextIO) -> Iterator[tuple[int, dict[str, Any] | None, str]]:
+    """Yield ``(line_number, row or None, error)`` for every non-blank line."""
+    for number, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield number, None, f"line {number}: invalid JSON ({exc.msg} at column {exc.colno})"
+            continue
+        if not isinstance(row, dict):
+            yield number, None, f"line {number}: expected a JSON object, got {type(row).__name__}"
+            continue
+        yield number, row, ""
+
+
+def output_row(row: dict[str, Any] | None, number: int, verdict: Verdict, extra_fields: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One output row: the verdict fields, then the input's own fields passed through."""
+    out: dict[str, Any] = {"id": (row or {}).get("id", f"line-{number}")}
+    data = verdict.to_dict()
+    for key in OUTPUT_FIELDS[1:] + extra_fields:
+        if key in data:
+            out[key] = data[key]
+    out["detail"] = verdict.detail
+    out["verifier"] = verdict.verifier
+    for key, value in (row or {}).items():
+        if key not in out and key != "completion":
+            out[key] = value
+    return out
+
+
+def grade_stream(
+    rows: Iterator[tuple[int, dict[str, Any] | None, str]],
+    grade_chunk: Callable[[list[dict[str, Any]]], list[Verdict]],
+    validate: Callable[[dict[str, Any]], str],
+    write: Callable[[dict[str, Any]], None],
+    verifier: str,
+    extra_fields: tuple[str, ...] = (),
+    progress: Any = None,
+) -> GradeSummary:
+    """Grade rows chunk by chunk with ``grade_chunk`` and ``write`` one output per input row."""
+    summary = GradeSummary()
+    start = time.perf_counter()
+    chunk: list[tuple[int, dict[str, Any] | None, str]] = []
+
+    def flush() -> None:
+        valid = [(n, r) for n, r, err in chunk if r is not None and not err]
+        verdicts = iter(grade_chunk([r for _, r in valid])) if valid else iter(())
+        for number, row, error in chunk:
+            verdict = Verdict.bad_input(error, verifier) if error or row is None else next(verdicts)
+            summary.add(verdict)
+            write(output_row(row, number, verdict, extra_fields))
+        if progress is not None:
+            progress.update(len(chunk))
+            progress.set_postfix(acc=f"{summary.accuracy:.3f}")
+        chunk.clear()
+
+    for number, row, error in rows:
+        if row is not None and not error:
+            error = validate(row)
+        chunk.append((number, row, error))
+        if len(chunk) >= CHUNK_ROWS:
+            flush()
+    if chunk:
+        flush()
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def count_lines(path: Path) -> int:
+    with path.open("rb") as fh:
+        return sum(1 for line in fh if line.strip())

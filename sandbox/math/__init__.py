@@ -1,0 +1,1 @@
+"""Math answer verification: extraction, normalisation, equivalence, isolation."""

@@ -1,0 +1,185 @@
+"""Find the final answer in a completion.
+
+Rules, tried in the policy's precedence order:
+
+* ``answer_tag`` — restrict the search to the last ``<answer>...</answer>`` (R1 style); the
+  text inside is then searched with the other rules, or taken whole.
+* ``boxed`` — the **last** ``\\boxed{...}`` / ``\\fbox{...}`` (balanced braces). A truncated
+  last box means the final answer was cut off: no answer. When the gold has k > 1 items,
+  consecutive boxes joined only by connectors ("and", commas) are read together. More
+  distinct boxed values than the policy allows is hedging.
+* ``hash`` — GSM8K's ``#### X``.
+* ``answer_is`` — "the (final) answer is X", "Answer: X" (rightmost).
+* ``bare`` — the whole completion is itself a short answer with no prose.
+* ``last_number`` — the last number in the text; only for benchmarks that opt in.
+
+All scanning is linear in the completion length.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sandbox.math.latex_scan import find_group
+from sandbox.math.policy import MathPolicy
+
+MAX_COMPLETION_CHARS = 2_000_000
+_BOX_RE = re.compile(r"\\(boxed|fbox|framebox)\b")
+_CONNECTOR_RE = re.compile(
+    r"^[\s$.,;:&]*(?:\\text\{\s*(?:and|,)\s*\}|\\quad|\\qquad|\\\\|and|,|;|&|\$)?[\s$.,;:&]*$", re.IGNORECASE
+)
+_ANSWER_IS_RE = re.compile(
+    r"\banswer\s*(?:\*\*)?\s*(?:is|:|=|would\s+be|will\s+be)\s*[:=]?\s*",
+    re.IGNORECASE,
+)
+_BARE_BOX_RE = re.compile(r"[ \t]+([^\s$.,;{}]+)")
+_NUMBER_RE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+_PROSE_RE = re.compile(r"(?<![\\a-zA-Z])[A-Za-z]{2,}\s+[A-Za-z]{2,}(?![a-zA-Z])")
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The extracted answer (None when there is none) and the rule that produced it."""
+
+    answer: str | None
+    rule: str
+    boxes: tuple[str, ...] = field(default_factory=tuple)
+    hedging: bool = False
+    detail: str = ""
+
+
+def find_boxes(text: str) -> list[tuple[int, int, str | None]]:
+    """All boxes as ``(start, end, content)``; content None for an unbalanced (truncated) box.
+
+    ``\\boxed 5`` (no braces) boxes the following token, as LaTeX does.
+    """
+    boxes: list[tuple[int, int, str | None]] = []
+    for m in _BOX_RE.finditer(text):
+        span = find_group(text, m.end())
+        if span is not None:
+            boxes.append((m.start(), span[1], text[span[0] + 1 : span[1] - 1]))
+            continue
+        token = _BARE_BOX_RE.match(text, m.end())
+        if token is not None and not text.startswith("{", token.start(1)):
+            boxes.append((m.start(), token.end(), token.group(1)))
+            continue
+        boxes.append((m.start(), len(text), None))
+        break
+    return boxes
+
+
+def _region(completion: str, policy: MathPolicy) -> tuple[str, str]:
+    """The part of the completion to search: the last answer tag, or after ``</think>``."""
+    if "answer_tag" in policy.extract:
+        close = completion.rfind("</answer>")
+        if close != -1:
+            open_ = completion.rfind("<answer>", 0, close)
+            if open_ != -1:
+                return completion[open_ + len("<answer>") : close], "answer_tag"
+    think = completion.rfind("</think>")
+    if think != -1 and completion[think + len("</think>") :].strip():
+        return completion[think + len("</think>") :], ""
+    return completion, ""
+
+
+def _canon(box: str) -> str:
+    return re.sub(r"\s+|\\[,!;: ]|\\left|\\right|\$", "", box).rstrip(".")
+
+
+def _from_boxes(region: str, policy: MathPolicy, gold_items: int) -> Extraction | None:
+    boxes = find_boxes(region)
+    if not boxes:
+        return None
+    if boxes[-1][2] is None:
+        return Extraction(None, "boxed", detail="last box is truncated (unbalanced braces)")
+    contents = [b[2] for b in boxes if b[2] is not None]
+    distinct = {_canon(c) for c in contents}
+    allowed = policy.max_distinct_boxes + max(gold_items - 1, 0)
+    if len(distinct) > allowed:
+        return Extraction(
+            contents[-1], "boxed", tuple(contents), hedging=True, detail=f"hedging: {len(distinct)} distinct boxed answers"
+        )
+    chosen = [boxes[-1]]
+    if gold_items > 1:
+        items = _count_items(boxes[-1][2])
+        k = len(boxes) - 2
+        while items < gold_items and k >= 0:
+            between = region[boxes[k][1] : chosen[0][0]]
+            if boxes[k][2] is None or len(between) > 40 or not _CONNECTOR_RE.match(between):
+                break
+            chosen.insert(0, boxes[k])
+            items += _count_items(boxes[k][2])
+            k -= 1
+    answer = ", ".join(b[2] for b in chosen)
+    rule = "boxed" if len(chosen) == 1 else f"boxed x{len(chosen)}"
+    return Extraction(answer, rule, tuple(contents))
+
+
+def _count_items(content: str) -> int:
+    from sandbox.math.latex_scan import split_top_level
+
+    return len([p for p in split_top_level(content, (",", ";")) if p])
+
+
+def _answer_is(region: str) -> str | None:
+    last = None
+    for m in _ANSWER_IS_RE.finditer(region):
+        last = m
+    if last is None:
+        return None
+    tail = region[last.end() :]
+    tail = tail.split("\n\n", 1)[0]
+    tail = tail.strip().lstrip("*").strip()
+    if not tail:
+        return None
+    if tail.startswith("$"):
+        close = tail.find("$", 1)
+        if close != -1:
+            return tail[1:close].strip() or None
+    line = tail.split("\n", 1)[0]
+    m = re.search(r"\.(?=\s|$)", line)
+    sentence = line[: m.start()] if m else line
+    sentence = re.sub(r"\s*(?:I hope it is correct|I hope).*$", "", sentence, flags=re.IGNORECASE)
+    sentence = sentence.strip().strip("*").strip()
+    if not sentence or len(sentence) > 300:
+        return None
+    return sentence
+
+
+def _is_bare(region: str) -> bool:
+    text = region.strip()
+    if not text or "\n" in text or len(text) > 200:
+        return False
+    without_text = re.sub(r"\\(?:text|textbf|mathrm|mbox)\{[^{}]*\}", " ", text)
+    return _PROSE_RE.search(without_text) is None
+
+
+def extract_answer(completion: str, policy: MathPolicy, gold_items: int = 1) -> Extraction:
+    """Apply the policy's extraction rules in order; see the module docstring."""
+    completion = completion[-MAX_COMPLETION_CHARS:] if len(completion) > MAX_COMPLETION_CHARS else completion
+    region, region_rule = _region(completion, policy)
+    for rule in policy.extract:
+        if rule == "answer_tag":
+            continue
+        if rule == "boxed":
+            found = _from_boxes(region, policy, gold_items)
+            if found is not None:
+                return found
+        elif rule == "hash":
+            idx = region.rfind("####")
+            if idx != -1:
+                value = region[idx + 4 :].strip().split("\n", 1)[0].strip()
+                if value:
+                    return Extraction(value, "hash")
+        elif rule == "answer_is":
+            value = _answer_is(region)
+            if value is not None:
+                return Extraction(value, "answer_is")
+        elif rule == "bare":
+            if _is_bare(region):
+                return Extraction(region.strip(), "bare" if not region_rule else region_rule)
+        elif rule == "last_number":
+            numbers = _NUMBER_RE.findall(region[-5000:])
+            if numbers:
+                return Extraction(numbers[-1], "last_number")
+    return Extraction(None, "none", detail="no final answer found")

@@ -1,0 +1,81 @@
+"""Judge an extracted answer against a gold answer: the core of the math verifier.
+
+``judge`` is pure and deterministic. Run with ``symbolic=False`` (the caller's process) it
+decides everything that needs no sympy and raises ``NeedsSymbolic`` otherwise; run with
+``symbolic=True`` (inside a grading worker) it decides everything.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sandbox.math.compare import Comparator, GoldUnparseable, NeedsSymbolic, pred_has_decimal
+from sandbox.math.normalize import Normalized, normalize_answer
+from sandbox.math.numeric import TooLarge
+from sandbox.math.policy import GoldSpec, MathPolicy
+from sandbox.math.structure import Node, Unparseable, count_items, parse_structure
+
+__all__ = ["Judgement", "NeedsSymbolic", "judge", "parse_gold"]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    correct: bool
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ParsedGold:
+    normalized: Normalized
+    node: Node | None
+    items: int
+    error: str = ""
+
+
+@lru_cache(maxsize=16384)
+def parse_gold(answer: str, multiple: bool = False, answer_type: str | None = None) -> ParsedGold:
+    """Normalise and parse a gold answer once; cached because every sample of a problem shares it."""
+    normalized = normalize_answer(answer)
+    try:
+        node = parse_structure(normalized.text, multiple, answer_type)
+    except (Unparseable, TooLarge, RecursionError) as exc:
+        return ParsedGold(normalized, None, 1, str(exc))
+    return ParsedGold(normalized, node, count_items(node))
+
+
+def _tolerance(gold: GoldSpec) -> float | None:
+    return gold.tolerance
+
+
+def judge(pred_answer: str, gold: GoldSpec, policy: MathPolicy, symbolic: bool = False) -> Judgement:
+    """Compare an extracted answer with the gold under ``policy``."""
+    parsed = parse_gold(gold.answer, gold.multiple, gold.answer_type)
+    pred = normalize_answer(pred_answer)
+    if not pred.text:
+        return Judgement(False, "no_answer", "empty answer")
+    if pred.text == parsed.normalized.text and pred.percent == parsed.normalized.percent:
+        return Judgement(True, "ok", "identical after normalisation")
+    if parsed.node is None:
+        return Judgement(False, "grader_error", f"gold answer unparseable: {parsed.error}")
+    try:
+        pred_node = parse_structure(pred.text)
+    except (Unparseable, TooLarge, RecursionError) as exc:
+        return Judgement(False, "unparseable", str(exc))
+    backend = None
+    if symbolic:
+        from sandbox.math.symbolic import SymbolicBackend
+
+        backend = SymbolicBackend(policy, pred_has_decimal(pred.text), (_tolerance(gold), policy.abs_tol))
+    comparator = Comparator(policy, pred, parsed.normalized, _tolerance(gold), backend)
+    try:
+        correct = comparator.equal(pred_node, parsed.node)
+    except NeedsSymbolic:
+        raise
+    except GoldUnparseable as exc:
+        return Judgement(False, "grader_error", f"gold answer unparseable: {exc}")
+    except (Unparseable, TooLarge) as exc:
+        return Judgement(False, "unparseable", str(exc))
+    except RecursionError:
+        return Judgement(False, "unparseable", "nesting too deep")
+    return Judgement(correct, "ok" if correct else "wrong_answer", "equivalent" if correct else "not equivalent")

@@ -1,0 +1,110 @@
+"""Grading policies: what a benchmark declares about extraction and numeric equality.
+
+Every choice that existing graders make silently (which extractor wins, whether 0.333 equals
+1/3, whether a percent sign matters) is a named field here, and each benchmark picks a preset.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+EXTRACTION_RULES = ("answer_tag", "boxed", "hash", "answer_is", "bare", "last_number")
+
+
+@dataclass(frozen=True)
+class MathPolicy:
+    """How to find the final answer and when two answers are equal.
+
+    Attributes:
+        name: preset name recorded with results.
+        extract: extraction rules in precedence order (see ``EXTRACTION_RULES``).
+        max_distinct_boxes: more distinct boxed values than this (plus the number of gold
+            items minus one) is hedging and graded wrong; two allows one self-correction.
+        decimal_rel_tol: a decimal prediction may stand for an exact gold that has no finite
+            decimal expansion (1/3, pi) only within this relative error.
+        rel_tol, abs_tol: a numeric tolerance the benchmark declares (None = exact).
+        sig_figs: gold written as a decimal is matched at the gold's significant figures
+            (Minerva's physics answers are rounded measurements).
+        allow_complex: read a free ``i`` as the imaginary unit.
+        strict_domain: an expression whose denominator vanishes where the gold's does not is
+            not equal to it (rejects echoed unsimplified inputs such as (x^2-1)/(x-1) for x+1).
+    """
+
+    name: str = "math"
+    extract: tuple[str, ...] = ("answer_tag", "boxed", "answer_is", "bare")
+    max_distinct_boxes: int = 2
+    decimal_rel_tol: float = 1e-8
+    rel_tol: float | None = None
+    abs_tol: float | None = None
+    sig_figs: bool = False
+    allow_complex: bool = True
+    strict_domain: bool = True
+
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.extract if r not in EXTRACTION_RULES]
+        if unknown:
+            raise ValueError(f"unknown extraction rule(s) {unknown}; choose from {EXTRACTION_RULES}")
+        if self.max_distinct_boxes < 1:
+            raise ValueError("max_distinct_boxes must be at least 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "extract": list(self.extract),
+            "max_distinct_boxes": self.max_distinct_boxes,
+            "decimal_rel_tol": self.decimal_rel_tol,
+            "rel_tol": self.rel_tol,
+            "abs_tol": self.abs_tol,
+            "sig_figs": self.sig_figs,
+            "allow_complex": self.allow_complex,
+            "strict_domain": self.strict_domain,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "MathPolicy":
+        data = dict(data)
+        if "extract" in data:
+            data["extract"] = tuple(data["extract"])
+        return cls(**data)
+
+
+PRESETS: dict[str, MathPolicy] = {
+    "math": MathPolicy(),
+    "aime": MathPolicy(name="aime"),
+    "gsm8k": MathPolicy(name="gsm8k", extract=("answer_tag", "hash", "boxed", "answer_is", "bare", "last_number")),
+    "minerva": MathPolicy(name="minerva", sig_figs=True),
+    "olympiadbench": MathPolicy(name="olympiadbench"),
+    "arith": MathPolicy(name="arith", extract=("answer_tag", "boxed", "answer_is", "bare", "last_number")),
+}
+
+
+@dataclass(frozen=True)
+class GoldSpec:
+    """What a dataset row declares about its gold answer (OlympiadBench has all three)."""
+
+    answer: str
+    answer_type: str | None = None
+    tolerance: float | None = None
+    multiple: bool = False
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_policy(policy: "str | MathPolicy | None" = None, **overrides: Any) -> MathPolicy:
+    """Return a policy from a preset name or instance, with keyword overrides applied."""
+    if policy is None:
+        base = PRESETS["math"]
+    elif isinstance(policy, MathPolicy):
+        base = policy
+    elif policy in PRESETS:
+        base = PRESETS[policy]
+    else:
+        raise ValueError(f"unknown math policy {policy!r}; choose from {sorted(PRESETS)}")
+    if not overrides:
+        return base
+    if "extract" in overrides and not isinstance(overrides["extract"], tuple):
+        extract = overrides["extract"]
+        overrides["extract"] = tuple(extract.split(",") if isinstance(extract, str) else extract)
+    unknown = set(overrides) - set(MathPolicy.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"unknown math option(s) {sorted(unknown)}")
+    return replace(base, **overrides)

@@ -1,0 +1,62 @@
+"""Grading worker process: runs the symbolic judge on requests from a ``WorkerPool``.
+
+The parent enforces the hard wall-clock deadline by killing this process. Inside, a soft
+CPU-time timer (``ITIMER_PROF``, this process's own main thread) ends most slow comparisons a
+little earlier with a ``timeout`` verdict, which saves a restart. Address space is capped so a
+blow-up ends in ``MemoryError`` here instead of swapping the host.
+"""
+from __future__ import annotations
+
+import resource
+import signal
+from typing import Any
+
+from sandbox.math.judge import judge
+from sandbox.math.policy import GoldSpec, MathPolicy
+from sandbox.pool import serve
+
+MEMORY_LIMIT_BYTES = 2 * 1024**3
+
+
+class SoftTimeout(Exception):
+    pass
+
+
+def _on_soft_timeout(signum: int, frame: Any) -> None:
+    raise SoftTimeout()
+
+
+def handle(request: dict[str, Any]) -> dict[str, Any]:
+    soft = float(request.get("soft_timeout") or 0)
+    if soft > 0:
+        signal.setitimer(signal.ITIMER_PROF, soft)
+    try:
+        gold = GoldSpec(**request["gold"])
+        result = judge(request["answer"], gold, MathPolicy.from_dict(request["policy"]), symbolic=True)
+        return {"correct": result.correct, "reason": result.reason, "detail": result.detail}
+    except SoftTimeout:
+        return {"correct": False, "reason": "timeout", "detail": "comparison exceeded its time budget"}
+    except MemoryError:
+        return {"correct": False, "reason": "grader_error", "detail": "memory limit exceeded"}
+    except RecursionError:
+        return {"correct": False, "reason": "unparseable", "detail": "nesting too deep"}
+    except Exception as exc:  # a grader bug must become a verdict, never kill the worker
+        return {"correct": False, "reason": "grader_error", "detail": f"{type(exc).__name__}: {exc}"[:300]}
+    finally:
+        if soft > 0:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+def main() -> None:
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    except (ValueError, OSError):
+        pass
+    signal.signal(signal.SIGPROF, _on_soft_timeout)
+    import sandbox.math.symbolic  # noqa: F401  (pay the sympy import before saying ready)
+
+    serve(handle)
+
+
+if __name__ == "__main__":
+    main()

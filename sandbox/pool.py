@@ -1,0 +1,267 @@
+"""A pool of killable worker processes with hard per-call deadlines.
+
+Why not ``multiprocessing`` or signals: a deadline must hold when the caller is any thread, an
+asyncio loop, a daemonic pool worker or a Ray actor, and it must *stop* the work, not abandon
+it. Each worker here is a fresh interpreter started with ``subprocess.Popen`` (allowed from
+daemonic processes and threads), talks length-prefixed JSON over pipes, and is SIGKILLed, reaped
+and replaced when a call overruns. The caller waits with ``select``, which works in any thread.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+_HEADER = struct.Struct("!I")
+MAX_MESSAGE = 64 * 1024 * 1024
+
+
+class WorkerTimeout(Exception):
+    """The call overran its deadline; the worker was killed and replaced."""
+
+
+class WorkerCrashed(Exception):
+    """The worker died (crash, memory limit) before answering; it was replaced."""
+
+
+def write_message(fd: int, payload: dict[str, Any]) -> None:
+    data = json.dumps(payload, separators=(",", ":")).encode()
+    buf = _HEADER.pack(len(data)) + data
+    view = memoryview(buf)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
+    chunks = []
+    remaining = size
+    while remaining:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                raise WorkerTimeout()
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                raise WorkerTimeout()
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise WorkerCrashed("worker closed its pipe")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(fd: int, deadline: float | None = None) -> dict[str, Any]:
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
+    if size > MAX_MESSAGE:
+        raise WorkerCrashed("oversized message")
+    return json.loads(_read_exact(fd, size, deadline))
+
+
+class Worker:
+    """One worker process running ``python -m <module>``."""
+
+    def __init__(self, module: str, env: dict[str, str] | None = None):
+        self.module = module
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            start_new_session=True,
+            env=env,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.wfd = self.proc.stdin.fileno()
+        self.rfd = self.proc.stdout.fileno()
+        self.ready = False
+        self.calls = 0
+
+    def wait_ready(self, timeout: float) -> None:
+        if self.ready:
+            return
+        hello = read_message(self.rfd, time.monotonic() + timeout)
+        if hello.get("ready") is not True:
+            raise WorkerCrashed(f"unexpected hello {hello!r}")
+        self.ready = True
+
+    def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and wait for its answer; ``_elapsed_ms`` is the round trip."""
+        start = time.monotonic()
+        write_message(self.wfd, request)
+        self.calls += 1
+        response = read_message(self.rfd, start + timeout)
+        response["_elapsed_ms"] = (time.monotonic() - start) * 1000
+        return response
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.kill()
+        except ProcessLookupError:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        self.proc.wait()
+
+
+class WorkerPool:
+    """``size`` workers; ``call`` runs one request on an idle worker under a hard deadline.
+
+    Thread-safe. A worker that overruns or dies is killed, reaped and replaced at once, so a
+    hostile input costs one worker restart and never blocks other calls.
+    """
+
+    def __init__(self, module: str, size: int = 2, startup_timeout: float = 60.0, env: dict[str, str] | None = None):
+        if size < 1:
+            raise ValueError("a pool needs at least one worker")
+        self.module = module
+        self.size = size
+        self.startup_timeout = startup_timeout
+        self.env = env
+        self.restarts = 0
+        self._idle: queue.LifoQueue[Worker] = queue.LifoQueue()
+        self._all: set[Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        # Workers die with the thread that spawned them (PR_SET_PDEATHSIG is per thread), so
+        # one long-lived spawner thread starts them all, whichever thread asks.
+        self._spawn_requests: queue.Queue[bool] = queue.Queue()
+        self._spawner = threading.Thread(target=self._spawn_loop, name=f"pool-spawner-{module}", daemon=True)
+        self._spawner.start()
+        for _ in range(size):
+            self._spawn()
+
+    def _spawn_loop(self) -> None:
+        while self._spawn_requests.get():
+            try:
+                worker = Worker(self.module, self.env)
+            except OSError:
+                time.sleep(0.5)
+                self._spawn_requests.put(True)
+                continue
+            with self._lock:
+                if self._closed:
+                    worker.kill()
+                    continue
+                self._all.add(worker)
+            self._idle.put(worker)
+
+    def _spawn(self) -> None:
+        self._spawn_requests.put(True)
+
+    def _retire(self, worker: Worker) -> None:
+        worker.kill()
+        with self._lock:
+            self._all.discard(worker)
+            self.restarts += 1
+            closed = self._closed
+        if not closed:
+            self._spawn()
+
+    def warm_up(self) -> None:
+        """Block until every worker has finished importing (optional; calls do it lazily)."""
+        workers = []
+        for _ in range(self.size):
+            workers.append(self._idle.get())
+        try:
+            for w in workers:
+                w.wait_ready(self.startup_timeout)
+        finally:
+            for w in workers:
+                self._idle.put(w)
+
+    def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Run one request; raises ``WorkerTimeout`` or ``WorkerCrashed`` (worker replaced)."""
+        if self._closed:
+            raise RuntimeError("pool is closed")
+        worker = self._idle.get()
+        try:
+            worker.wait_ready(self.startup_timeout)
+            response = worker.call(request, timeout)
+        except (WorkerTimeout, WorkerCrashed, OSError, ValueError) as exc:
+            self._retire(worker)
+            if isinstance(exc, WorkerTimeout):
+                raise
+            raise WorkerCrashed(str(exc)) from exc
+        self._idle.put(worker)
+        return response
+
+    def map(self, requests: list[dict[str, Any]], timeout: float) -> list[dict[str, Any] | Exception]:
+        """Run many requests concurrently, one per idle worker; errors are returned in place."""
+
+        def one(req: dict[str, Any]) -> dict[str, Any] | Exception:
+            try:
+                return self.call(req, timeout)
+            except (WorkerTimeout, WorkerCrashed) as exc:
+                return exc
+
+        if len(requests) <= 1:
+            return [one(r) for r in requests]
+        with ThreadPoolExecutor(max_workers=min(self.size, len(requests))) as executor:
+            return list(executor.map(one, requests))
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return [w.proc.pid for w in self._all]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            workers = list(self._all)
+            self._all.clear()
+        self._spawn_requests.put(False)
+        for w in workers:
+            w.kill()
+
+
+def serve(handle, ready_payload: dict[str, Any] | None = None) -> None:
+    """Worker main loop: read requests on stdin, answer on the original stdout.
+
+    Stray prints from libraries are redirected to stderr so they cannot corrupt the protocol.
+    The worker dies with its parent (PR_SET_PDEATHSIG) and exits on EOF.
+    """
+    _die_with_parent()
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    in_fd = 0
+    write_message(out_fd, {"ready": True, **(ready_payload or {})})
+    while True:
+        try:
+            request = read_message(in_fd)
+        except WorkerCrashed:
+            return
+        write_message(out_fd, handle(request))
+
+
+def _die_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() == 1:
+            os._exit(0)
+    except OSError:
+        pass

@@ -1,0 +1,68 @@
+"""The one result type every verifier returns.
+
+A verdict is more than a bool: RL needs to tell "the model was wrong" apart from "the grader
+could not decide", so unverifiable samples can be masked instead of being taught as wrong.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+MATH_REASONS = ("ok", "wrong_answer", "no_answer", "unparseable", "timeout", "grader_error")
+#: A request the grader could not read (bad JSON, missing fields); used by files and servers.
+BAD_INPUT = "bad_input"
+CODE_REASONS = (
+    "ok",
+    "wrong_answer",
+    "time_limit",
+    "memory_limit",
+    "output_limit",
+    "runtime_error",
+    "compile_error",
+    "no_code",
+    "sandbox_error",
+)
+#: Outcomes that say nothing about the model's answer; trainers may mask them.
+UNVERIFIABLE_REASONS = frozenset({"timeout", "grader_error", "sandbox_error", BAD_INPUT})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of grading one completion.
+
+    ``reason`` is ``ok`` exactly when ``correct`` is true. ``detail`` names the rule that
+    decided (e.g. ``boxed``, ``hedging: 4 distinct boxed answers``) so a verdict can be audited.
+    Code verdicts also fill ``passed``/``total``/``first_failure``.
+    """
+
+    correct: bool
+    reward: float
+    reason: str
+    extracted: str | None = None
+    elapsed_ms: float = 0.0
+    verifier: str = ""
+    detail: str = ""
+    passed: int | None = None
+    total: int | None = None
+    first_failure: int | None = None
+
+    @property
+    def verifiable(self) -> bool:
+        """False when the grader, not the model, failed (timeout, grader or sandbox error)."""
+        return self.reason not in UNVERIFIABLE_REASONS
+
+    @classmethod
+    def bad_input(cls, detail: str, verifier: str = "") -> "Verdict":
+        return cls(False, 0.0, BAD_INPUT, None, 0.0, verifier, detail)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.passed is None:
+            for key in ("passed", "total", "first_failure"):
+                out.pop(key)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+        fields = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in fields})

@@ -1,0 +1,1 @@
+"""rlvr reference trainers. Rewards come only from ``sandbox``; evaluation only from ``harness``."""
