@@ -87,6 +87,7 @@ class Comparator:
     """Compares a predicted node tree with a gold node tree under one policy.
 
     ``symbolic`` is a ``SymbolicBackend`` inside a worker, or None in the caller's process.
+    ``tolerance`` is the gold's own declared absolute tolerance (OlympiadBench ``error``).
     """
 
     policy: MathPolicy
@@ -229,8 +230,9 @@ class Comparator:
 
     def _within_tolerance(self, a: Fraction, b: Fraction, p: Num, g: Num) -> bool:
         diff = abs(a - b)
-        rel = self.tolerance if self.tolerance is not None else self.policy.rel_tol
-        if rel is not None and diff <= Fraction(rel) * max(abs(a), abs(b)):
+        if self.tolerance is not None and diff <= Fraction(self.tolerance):
+            return True
+        if self.policy.rel_tol is not None and diff <= Fraction(self.policy.rel_tol) * max(abs(a), abs(b)):
             return True
         if self.policy.abs_tol is not None and diff <= Fraction(self.policy.abs_tol):
             return True

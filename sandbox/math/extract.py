@@ -25,8 +25,9 @@ from sandbox.math.policy import MathPolicy
 
 MAX_COMPLETION_CHARS = 2_000_000
 _BOX_RE = re.compile(r"\\(boxed|fbox|framebox)\b")
-_CONNECTOR_RE = re.compile(
-    r"^[\s$.,;:&]*(?:\\text\{\s*(?:and|,)\s*\}|\\quad|\\qquad|\\\\|and|,|;|&|\$)?[\s$.,;:&]*$", re.IGNORECASE
+_CONNECTOR_TOKENS_RE = re.compile(
+    r"\\text\{\s*and\s*\}|\\quad|\\qquad|\\\\|\band\b|\b[a-zA-Z](?:_\{?\w+\}?)?\s*=|[\s$.,;:&()\\\[\]]",
+    re.IGNORECASE,
 )
 _ANSWER_IS_RE = re.compile(
     r"\banswer\s*(?:\*\*)?\s*(?:is|:|=|would\s+be|will\s+be)\s*[:=]?\s*",
@@ -105,7 +106,7 @@ def _from_boxes(region: str, policy: MathPolicy, gold_items: int) -> Extraction 
         k = len(boxes) - 2
         while items < gold_items and k >= 0:
             between = region[boxes[k][1] : chosen[0][0]]
-            if boxes[k][2] is None or len(between) > 40 or not _CONNECTOR_RE.match(between):
+            if boxes[k][2] is None or len(between) > 40 or _CONNECTOR_TOKENS_RE.sub("", between):
                 break
             chosen.insert(0, boxes[k])
             items += _count_items(boxes[k][2])

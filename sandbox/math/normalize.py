@@ -70,10 +70,10 @@ def _unwrap_text_macros(s: str) -> str:
         content = s[start + 1 : end - 1]
         out.append(s[pos : m.start()])
         words = content.replace("^", " ").replace("/", " ").split()
-        if words and all(w.strip(".,").lower() in UNIT_WORDS or w.strip(".,").isdigit() for w in words) and any(
-            w.strip(".,").lower() in UNIT_WORDS for w in words
-        ):
-            out.append(" ")
+        units = [w for w in words if w.strip(".,").lower() in UNIT_WORDS]
+        if units and all(w in units or re.fullmatch(r"[-\d.,]+", w) for w in words):
+            kept = " ".join(w for w in words if w not in units)
+            out.append(f" {kept} " if kept else " ")
             exponent = re.match(r"\s*\^\s*(?:\{\s*\d\s*\}|\d)", s[end:])
             if exponent:
                 end += exponent.end()
@@ -125,8 +125,9 @@ def normalize_answer(answer: str) -> Normalized:
     s = re.sub(r"\\(left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?", "", s)
     s = re.sub(r"(\d)\s*\{,\}\s*(\d)", r"\1\2", s)
     s = s.replace("\\\\", _ROW_BREAK)
-    s = re.sub(r"(\d)\\[,;:!]\s*(?=\d{3}\b)", r"\1", s)
-    s = re.sub(r"\\(?:[,;:!>]|quad|qquad)|\\ |~", " ", s)
+    s = s.replace("\\!", "")
+    s = re.sub(r"(\d)\\[,;:]\s*(?=\d{3}\b)", r"\1", s)
+    s = re.sub(r"\\(?:[,;:>]|quad|qquad)|\\ |~", " ", s)
     s = re.sub(r"\\hspace\*?\{[^{}]*\}", " ", s)
     s = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", s)
     s = re.sub(r"\\[dt]binom(?![a-zA-Z])", r"\\binom", s)

@@ -84,6 +84,7 @@ class GoldSpec:
 
     answer: str
     answer_type: str | None = None
+    #: absolute numeric tolerance declared for this row (OlympiadBench ``error``)
     tolerance: float | None = None
     multiple: bool = False
     extras: dict[str, Any] = field(default_factory=dict)

@@ -158,7 +158,10 @@ def _single(s: str) -> Node:
                 return Seq("set", ())
             return Seq("set", _flatten_plus_minus([_single(p) for p in split_top_level(inner, (",", ";")) if p]))
         items = [p for p in split_top_level(inner, (",",))]
+        mixed = (opener, closer) in (("[", ")"), ("(", "]"))
         if len(items) == 1:
+            if mixed:
+                raise Unparseable("mismatched brackets")
             return _single(inner)
         if any(not p for p in items):
             raise Unparseable("empty tuple item")
@@ -167,6 +170,8 @@ def _single(s: str) -> Node:
             if opener == "(" and closer == ")":
                 return Seq("pair", nodes)
             return Interval(nodes[0], nodes[1], opener == "[", closer == "]")
+        if mixed:
+            raise Unparseable("mismatched brackets around a tuple")
         return Seq("tuple", nodes)
     pm = split_top_level(s, (r"\pm", r"\mp"))
     if len(pm) == 2:

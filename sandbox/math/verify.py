@@ -24,6 +24,7 @@ from sandbox.version import MATH_VERIFIER
 DEFAULT_TIMEOUT = 1.0
 SOFT_FRACTION = 0.7
 _GOLD_KEYS = ("answer_type", "tolerance", "multiple")
+_POLICY_FIELDS = tuple(MathPolicy.__dataclass_fields__)
 
 
 MAX_EXTRACTED_CHARS = 2000
@@ -181,7 +182,8 @@ class MathGrader:
         for item in items:
             start = time.perf_counter()
             try:
-                item_policy = resolve_policy(item["policy"]) if item.get("policy") else base
+                overrides = {k: item[k] for k in _POLICY_FIELDS if k in item and k != "name"}
+                item_policy = resolve_policy(item.get("policy") or base, **overrides)
                 gold = gold_spec(item)
             except (KeyError, ValueError, TypeError) as exc:
                 results.append(Verdict.bad_input(f"bad item: {exc}", MATH_VERIFIER))

@@ -1,0 +1,23 @@
+"""Our own labelled cases for every behaviour class the math verifier promises."""
+import pytest
+
+from math_cases import ALL_CLASSES, unpack
+from sandbox import verify_math_batch
+
+
+@pytest.mark.parametrize("name", list(ALL_CLASSES))
+def test_class(name):
+    cases = ALL_CLASSES[name]
+    items = []
+    for case in cases:
+        completion, gold, _, options = unpack(case)
+        items.append({"completion": completion, "answer": gold, **options})
+    verdicts = verify_math_batch(items)
+    failures = []
+    for case, verdict in zip(cases, verdicts):
+        completion, gold, expected, _ = unpack(case)
+        if expected is not None and verdict.correct is not expected:
+            failures.append((completion[:80], gold[:40], expected, verdict.reason, verdict.detail))
+        assert verdict.elapsed_ms < 1200, (completion[:80], verdict)
+        assert (verdict.reward == 1.0) is verdict.correct
+    assert not failures, failures

@@ -1,0 +1,127 @@
+"""Hostile inputs: host-side facts after grading, deadlines from any caller, isolation."""
+import asyncio
+import multiprocessing
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+import pytest
+
+from sandbox import MathGrader, verify_math
+
+INJECTIONS = [
+    (r"\boxed{__import__('pathlib').Path('pwned_marker').touch()}", "0", "pwned_marker"),
+    (r"\boxed{[open('pwnedtwo','w').close(), 1]}", r"\begin{pmatrix}1\\ 2\end{pmatrix}", "pwnedtwo"),
+    (r"\boxed{[open('pwnedthree','w').close(), 1]}", r"[1, 2]", "pwnedthree"),
+    (r"\boxed{\text{__import__('os').system('touch pwnedfour')}}", "1", "pwnedfour"),
+    (r"\boxed{x}", r"__import__('pathlib').Path('pwnedfive').touch()", "pwnedfive"),
+]
+
+
+def test_model_text_is_never_executed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    grader = MathGrader(workers=1)
+    try:
+        verdicts = grader.verify_batch([{"completion": c, "answer": g} for c, g, _ in INJECTIONS])
+    finally:
+        grader.close()
+    assert not any(v.correct for v in verdicts)
+    for _, _, marker in INJECTIONS:
+        assert not (tmp_path / marker).exists(), marker
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_worker_restarts_are_not_needed_for_guarded_hostile_input():
+    grader = MathGrader(workers=1)
+    try:
+        hostile = [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{(10^{20})!}", r"\boxed{2^{2^{20}}}", r"\boxed{10^{10^{10}}}"]
+        verdicts = grader.verify_batch([{"completion": c, "answer": "1"} for c in hostile])
+        assert [v.reason for v in verdicts] == ["unparseable"] * 4
+        assert grader.pool.restarts == 0
+    finally:
+        grader.close()
+
+
+def test_soft_deadline_gives_timeout_verdict_then_next_item_is_graded():
+    grader = MathGrader(workers=1, timeout=0.3)
+    try:
+        slow = grader.verify(r"\boxed{\sum_{k=1}^{n} k^{40} \cdot \binom{n}{k}}", r"2^{n}")
+        assert slow.reason == "timeout" and not slow.correct
+        assert slow.elapsed_ms < 300 + 250
+        honest = grader.verify(r"\boxed{2\sqrt{3}}", r"\sqrt{12}")
+        assert honest.correct
+    finally:
+        grader.close()
+
+
+def test_megabyte_completions_are_bounded():
+    start = time.perf_counter()
+    big = verify_math("lorem ipsum " * 100_000 + r"\boxed{42}", "42")
+    boxes = verify_math(r"\boxed{1}" * 100_000, "1")
+    braces = verify_math("{" * 1_000_000, "1")
+    assert big.correct and boxes.correct and not braces.correct
+    assert time.perf_counter() - start < 5
+
+
+def _grade_in_child(args):
+    completion, gold = args
+    return verify_math(completion, gold).correct
+
+
+def test_works_from_threads():
+    items = [(r"\boxed{2\sqrt{3}}", r"\sqrt{12}", True), (r"\boxed{5}", "6", False), (r"\boxed{x \le 3}", r"(-\infty,3]", True)] * 8
+    with ThreadPoolExecutor(max_workers=8) as executor:
+        results = list(executor.map(lambda c: verify_math(c[0], c[1]).correct, items))
+    assert results == [c[2] for c in items]
+
+
+def test_works_from_non_main_thread_without_signals():
+    out = {}
+    thread = threading.Thread(target=lambda: out.setdefault("v", verify_math(r"\boxed{\frac{\pi}{4}}", r"\arctan 1")))
+    thread.start()
+    thread.join(30)
+    assert out["v"].correct
+
+
+def test_works_from_asyncio():
+    async def main():
+        return await asyncio.gather(*(asyncio.to_thread(verify_math, r"\boxed{1+2i}", "2i+1") for _ in range(4)))
+
+    assert all(v.correct for v in asyncio.run(main()))
+
+
+def test_works_inside_daemonic_process_pool():
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        results = pool.map(_grade_in_child, [(r"\boxed{2\sqrt{3}}", r"\sqrt{12}"), (r"\boxed{7}", "8")])
+    assert results == [True, False]
+
+
+def test_works_inside_spawned_process_pool():
+    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as executor:
+        results = list(executor.map(_grade_in_child, [(r"\boxed{x^2-1}", "(x-1)(x+1)"), (r"\boxed{3}", "4")]))
+    assert results == [True, False]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_deterministic_across_worker_counts_and_order(workers):
+    items = [
+        {"completion": r"\boxed{2\sqrt{3}}", "answer": r"\sqrt{12}"},
+        {"completion": r"\boxed{(2, 5)}", "answer": "[2, 5]"},
+        {"completion": r"\boxed{x \le 3}", "answer": r"(-\infty,3]"},
+        {"completion": r"\boxed{0.333}", "answer": r"\frac13"},
+        {"completion": r"\boxed{\frac{x^2-1}{x-1}}", "answer": "x+1"},
+        {"completion": r"\boxed{1, 2}", "answer": "2, 1"},
+    ] * 3
+    single = MathGrader(workers=1)
+    try:
+        reference = [(v.correct, v.reason, v.extracted) for v in single.verify_batch(items)]
+    finally:
+        single.close()
+    grader = MathGrader(workers=workers)
+    try:
+        forward = [(v.correct, v.reason, v.extracted) for v in grader.verify_batch(items)]
+        backward = [(v.correct, v.reason, v.extracted) for v in grader.verify_batch(items[::-1])][::-1]
+    finally:
+        grader.close()
+    assert forward == reference == backward
