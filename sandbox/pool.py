@@ -233,18 +233,24 @@ class WorkerPool:
             w.kill()
 
 
-def serve(handle, ready_payload: dict[str, Any] | None = None) -> None:
+def serve(handle, idle_steps: Any = None) -> None:
     """Worker main loop: read requests on stdin, answer on the original stdout.
 
-    Stray prints from libraries are redirected to stderr so they cannot corrupt the protocol.
-    The worker dies with its parent (PR_SET_PDEATHSIG) and exits on EOF.
+    ``idle_steps`` is an optional iterator of warm-up steps run only while no request waits, so
+    warming caches never delays readiness or a request. Stray prints from libraries go to
+    stderr so they cannot corrupt the protocol. The worker dies with its parent
+    (PR_SET_PDEATHSIG) and exits on EOF.
     """
     _die_with_parent()
     out_fd = os.dup(1)
     os.dup2(2, 1)
     in_fd = 0
-    write_message(out_fd, {"ready": True, **(ready_payload or {})})
+    write_message(out_fd, {"ready": True})
+    steps = iter(idle_steps) if idle_steps is not None else None
     while True:
+        while steps is not None and not select.select([in_fd], [], [], 0)[0]:
+            if next(steps, StopIteration) is StopIteration:
+                steps = None
         try:
             request = read_message(in_fd)
         except WorkerCrashed:

@@ -263,3 +263,11 @@ def unpack(case):
     completion, gold, expected = case[:3]
     options = case[3] if len(case) > 3 else {}
     return completion, gold, expected, options
+
+EQUIVALENCE += [
+    (boxed("A3_{16}"), "A3_{16}", True),
+    (boxed("x"), "x_1", False),
+    (boxed("x_{1}"), "x_1", True),
+    (boxed("52_8"), "42", False),
+    (boxed("1012_2"), "1012_2", True),
+]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
 
+from sandbox.math.approx import REJECT_REL, clearly_different
 from sandbox.math.normalize import Normalized
 from sandbox.math.numeric import Num, NotNumeric, TooLarge, parse_number, round_sig, significant_figures
 from sandbox.math.policy import MathPolicy
@@ -28,7 +29,7 @@ class GoldUnparseable(Unparseable):
 
 _CHOICE_GOLD_RE = re.compile(r"^\(?([A-E])\)?$")
 _CHOICE_PRED_RE = re.compile(r"^\(?([A-Ea-e])\)?$")
-_BASE_RE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
+_BASE_RE = re.compile(r"^([0-9A-Z]+)_\{?(\d{1,2})\}?$")
 _WORD_RE = re.compile(r"^[A-Za-z][A-Za-z '\-]*[A-Za-z]$")
 _SHORT_WORDS = frozenset({"yes", "no", "odd", "all", "none", "true", "false"})
 _MATH_WORDS = frozenset(
@@ -38,6 +39,17 @@ _MATH_WORDS = frozenset(
 _INFINITY_RE = re.compile(r"^([+-]?)\s*\\infty$|^([+-]?)\s*\\inf$|^([+-]?)\s*oo$")
 _DECIMAL_LITERAL_RE = re.compile(r"\d\.\d|\d[eE][-+]?\d|(?<!\d)\.\d")
 _SET_WORDS = {r"\emptyset", r"\mathbb{R}", r"\mathbb R", r"\R"}
+
+
+def _base_number(text: str) -> tuple[str, int] | None:
+    """``1011_2`` -> ("1011", 2): digits written in an explicit base (every digit below it)."""
+    m = _BASE_RE.match(text)
+    if not m:
+        return None
+    digits, base = m.group(1), int(m.group(2))
+    if not 2 <= base <= 36 or any(int(d, 36) >= base for d in digits):
+        return None
+    return digits, base
 
 
 def _is_word(text: str) -> bool:
@@ -67,14 +79,14 @@ def text_equal(p: str, g: str) -> bool | None:
         pm = _CHOICE_PRED_RE.match(p)
         if pm:
             return pm.group(1).upper() == m.group(1)
-    base = _BASE_RE.match(g)
-    if base and not g.isdigit() and base.group(2) != "":
-        pb = _BASE_RE.match(p)
-        if pb:
-            return pb.group(1).upper() == base.group(1).upper() and pb.group(2) == base.group(2)
-        if re.fullmatch(r"[0-9A-Za-z]+", p):
-            return p.upper() == base.group(1).upper()
+    base = _base_number(g)
+    if base is None and _base_number(p) is not None:
         return False
+    if base is not None:
+        pb = _base_number(p)
+        if pb is not None:
+            return pb == base
+        return bool(re.fullmatch(r"[0-9A-Z]+", p)) and p == base[0]
     if _is_word(g):
         return _is_word(p) and " ".join(p.lower().split()) == " ".join(g.lower().split())
     if _is_word(p):
@@ -163,6 +175,9 @@ class Comparator:
         return False
 
     def _set_equal(self, p: Node, g: Node) -> bool:
+        if _is_number_leaf(p) or _is_number_leaf(g):
+            # A number is never an interval, a union, a relation or a named set.
+            return False
         if isinstance(p, Seq) and p.kind == "pair" and isinstance(g, Seq) and g.kind == "pair":
             return self._seq_equal(p, g)
         if isinstance(p, Seq) and p.kind in ("list", "set") and len(p.items) > 1 and isinstance(g, Leaf):
@@ -201,6 +216,8 @@ class Comparator:
         decided = text_equal(p, g)
         if decided is not None:
             return decided
+        if _is_relation(p) != _is_relation(g):
+            return False
         try:
             gn = parse_number(g)
         except TooLarge as exc:
@@ -215,7 +232,19 @@ class Comparator:
             pn = None
         if gn is not None and pn is not None:
             return self.numbers_equal(pn, gn)
+        if self._clearly_different(p, g):
+            return False
         return self._sym(lambda s: s.leaf_equal(p, g))
+
+    def _clearly_different(self, p: str, g: str) -> bool:
+        """Cheap numeric rejection before any sympy work (never used to accept)."""
+        if self.tolerance is not None or self.policy.rel_tol is not None or self.policy.abs_tol is not None:
+            return False
+        rel = 0.2 if self.policy.sig_figs else REJECT_REL
+        scales = (1.0, 0.01) if self.pred_flags.percent and not self.gold_flags.percent else (1.0,)
+        if self.gold_flags.percent and not self.pred_flags.percent:
+            scales = (1.0, 100.0)
+        return clearly_different(p, g, self.policy.allow_complex, scales, rel)
 
     def numbers_equal(self, p: Num, g: Num) -> bool:
         preds = [p.value]
@@ -262,6 +291,16 @@ def _terminates(value: Fraction) -> bool:
         while q % prime == 0:
             q //= prime
     return q == 1
+
+
+def _is_number_leaf(node: Node) -> bool:
+    if not isinstance(node, Leaf):
+        return False
+    try:
+        parse_number(node.text)
+    except (NotNumeric, TooLarge):
+        return False
+    return True
 
 
 def _is_relation(text: str) -> bool:

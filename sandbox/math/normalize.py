@@ -115,57 +115,68 @@ def _fix_shorthand(s: str) -> str:
     return s
 
 
+_PLAIN_RE = re.compile(r"-?\d+(?:\.\d+)?|-?\d+/\d+|[A-Za-z]")
+_DISPLAY_RE = re.compile(r"\\[()\[\]]|\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)\b")
+_SIZING_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?")
+_BRACED_COMMA_RE = re.compile(r"(\d)\s*\{,\}\s*(\d)")
+_THIN_THOUSANDS_RE = re.compile(r"(\d)\\[,;:]\s*(?=\d{3}\b)")
+_SPACING_RE = re.compile(r"\\(?:[,;:>]|quad|qquad)|\\ |~|\\hspace\*?\{[^{}]*\}")
+_MACRO_RULES = [
+    (re.compile(r"\\[dt]frac(?![a-zA-Z])"), r"\\frac"),
+    (re.compile(r"\\[dt]binom(?![a-zA-Z])"), r"\\binom"),
+    (re.compile(r"\\(?:leqslant|leq)(?![a-zA-Z])"), r"\\le"),
+    (re.compile(r"\\(?:geqslant|geq)(?![a-zA-Z])"), r"\\ge"),
+    (re.compile(r"\\neq(?![a-zA-Z])"), r"\\ne"),
+    (re.compile(r"\\lt(?![a-zA-Z])"), "<"),
+    (re.compile(r"\\gt(?![a-zA-Z])"), ">"),
+    (re.compile(r"\\(?:varnothing|emptyset|empty)(?![a-zA-Z])"), r"\\emptyset "),
+]
+_ASCII_RELATION_RULES = [(re.compile(r"<=|=<"), r"\\le "), (re.compile(r">=|=>"), r"\\ge ")]
+_DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree(?![a-zA-Z])")
+_PERCENT_RE = re.compile(r"\\%|%|\\percent(?![a-zA-Z])")
+_SPACES_RE = re.compile(r"\s+")
+_TRAILING_BANG_RE = re.compile(r"(?<=[A-Za-z\s])!+$")
+_TRAILING_WORD_RE = re.compile(r"\s*(?:\\text\s*)?(?:degrees?|percent)$", re.IGNORECASE)
+_PERCENT_WORD_RE = re.compile(r"\bpercent\b", re.IGNORECASE)
+_DEGREE_WORD_RE = re.compile(r"\bdegrees?\b", re.IGNORECASE)
+
+
 def normalize_answer(answer: str) -> Normalized:
     """Normalise an extracted answer string; see the module docstring for what is removed."""
-    s = answer[:MAX_ANSWER_CHARS]
-    s = _replace_unicode(s)
+    stripped = answer.strip()
+    if _PLAIN_RE.fullmatch(stripped):
+        return Normalized(stripped)
+    s = _replace_unicode(answer[:MAX_ANSWER_CHARS])
     s = s.replace(r"\$", " ").replace("$", " ")
-    s = re.sub(r"\\[()\[\]]", " ", s)
-    s = re.sub(r"\\(displaystyle|textstyle|scriptstyle|limits|nolimits)\b", " ", s)
-    s = re.sub(r"\\(left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?", "", s)
-    s = re.sub(r"(\d)\s*\{,\}\s*(\d)", r"\1\2", s)
-    s = s.replace("\\\\", _ROW_BREAK)
-    s = s.replace("\\!", "")
-    s = re.sub(r"(\d)\\[,;:]\s*(?=\d{3}\b)", r"\1", s)
-    s = re.sub(r"\\(?:[,;:>]|quad|qquad)|\\ |~", " ", s)
-    s = re.sub(r"\\hspace\*?\{[^{}]*\}", " ", s)
-    s = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", s)
-    s = re.sub(r"\\[dt]binom(?![a-zA-Z])", r"\\binom", s)
-    s = re.sub(r"\\(leqslant|leq)(?![a-zA-Z])", r"\\le", s)
-    s = re.sub(r"\\(geqslant|geq)(?![a-zA-Z])", r"\\ge", s)
-    s = re.sub(r"\\(neq)(?![a-zA-Z])", r"\\ne", s)
-    s = re.sub(r"\\lt(?![a-zA-Z])", "<", s)
-    s = re.sub(r"\\gt(?![a-zA-Z])", ">", s)
-    s = re.sub(r"<=|=<", r"\\le ", s)
-    s = re.sub(r">=|=>", r"\\ge ", s)
-    s = re.sub(r"\\(varnothing|emptyset|empty)(?![a-zA-Z])", r"\\emptyset ", s)
-    s = s.replace(r"\{\}", r"\emptyset ")
-
-    degrees = False
-    s, n = re.subn(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree(?![a-zA-Z])", " ", s)
-    degrees |= n > 0
-    percent = False
-    s, n = re.subn(r"\\%|%|\\percent(?![a-zA-Z])", " ", s)
-    percent |= n > 0
-
+    if "\\" in s:
+        s = _DISPLAY_RE.sub(" ", s)
+        s = _SIZING_RE.sub("", s)
+        s = s.replace("\\\\", _ROW_BREAK).replace("\\!", "")
+        s = _THIN_THOUSANDS_RE.sub(r"\1", s)
+        s = _SPACING_RE.sub(" ", s)
+        for pattern, repl in _MACRO_RULES:
+            s = pattern.sub(repl, s)
+        s = s.replace(r"\{\}", r"\emptyset ")
+    s = _BRACED_COMMA_RE.sub(r"\1\2", s)
+    for pattern, repl in _ASCII_RELATION_RULES:
+        s = pattern.sub(repl, s)
+    s, n = _DEGREE_RE.subn(" ", s)
+    degrees = n > 0 or bool(_DEGREE_WORD_RE.search(answer))
+    s, n = _PERCENT_RE.subn(" ", s)
+    percent = n > 0 or bool(_PERCENT_WORD_RE.search(answer))
     s = _unwrap_text_macros(s)
     s = _fix_shorthand(s)
-    s = re.sub(r"\s+", " ", s).strip()
+    s = _SPACES_RE.sub(" ", s).strip()
     for _ in range(4):
         before = s
-        s = s.rstrip(" .,;:?")
-        s = re.sub(r"(?<=[A-Za-z\s])!+$", "", s)
-        s = re.sub(r"\s*(?:\\text\s*)?(?:degrees?|percent)$", lambda m: "", s, flags=re.IGNORECASE) if s else s
+        s = _TRAILING_BANG_RE.sub("", s.rstrip(" .,;:?"))
+        if s:
+            s = _TRAILING_WORD_RE.sub("", s)
         s = _strip_trailing_unit_words(s)
         if s.endswith(r"\\"):
             s = s[:-2]
         if s == before:
             break
-    if re.search(r"\bpercent\b", answer, re.IGNORECASE):
-        percent = True
-    if re.search(r"\bdegrees?\b", answer, re.IGNORECASE):
-        degrees = True
     s = s.replace(_ROW_BREAK, "\\\\")
     s = strip_outer_braces(s.strip())
-    s = re.sub(r"\s+", " ", s).strip()
-    return Normalized(s, percent=percent, degrees=degrees)
+    return Normalized(_SPACES_RE.sub(" ", s).strip(), percent=percent, degrees=degrees)

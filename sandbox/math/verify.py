@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from sandbox.math.extract import extract_answer
@@ -90,7 +91,9 @@ class MathGrader:
             return self._pool
 
     def warm_up(self) -> None:
+        """Start every worker and let it finish warming its parser caches (optional)."""
         self.pool.warm_up()
+        self.pool.map([{"warm": True}] * self.workers, 120.0)
 
     def close(self) -> None:
         with self._lock:
@@ -162,6 +165,12 @@ class MathGrader:
             response = exc
         return self._finish(response, extracted, prepared_ms, deadline)
 
+    def _call(self, request: dict[str, Any], deadline: float) -> dict[str, Any] | Exception:
+        try:
+            return self.pool.call(request, deadline)
+        except (WorkerTimeout, WorkerCrashed) as exc:
+            return exc
+
     # ---- many items ----------------------------------------------------------------------
     def verify_batch(
         self,
@@ -178,26 +187,28 @@ class MathGrader:
         deadline = timeout or self.timeout
         base = resolve_policy(policy, **options)
         results: list[Verdict | None] = []
-        pending: list[tuple[int, dict[str, Any], str | None, float]] = []
-        for item in items:
-            start = time.perf_counter()
-            try:
-                overrides = {k: item[k] for k in _POLICY_FIELDS if k in item and k != "name"}
-                item_policy = resolve_policy(item.get("policy") or base, **overrides)
-                gold = gold_spec(item)
-            except (KeyError, ValueError, TypeError) as exc:
-                results.append(Verdict.bad_input(f"bad item: {exc}", MATH_VERIFIER))
-                continue
-            done, request, extracted = self._prepare(item.get("completion"), gold, item_policy, start)
-            results.append(done)
-            if done is None:
-                assert request is not None
-                request["soft_timeout"] = deadline * SOFT_FRACTION
-                pending.append((len(results) - 1, request, extracted, (time.perf_counter() - start) * 1000))
-        if pending:
-            responses = self.pool.map([p[1] for p in pending], deadline)
-            for (index, _, extracted, prepared_ms), response in zip(pending, responses):
-                results[index] = self._finish(response, extracted, prepared_ms, deadline)
+        pending: list[tuple[int, Future, str | None, float]] = []
+        # Items that need sympy go to the pool as soon as they are found, so workers grade
+        # while this thread is still extracting and fast-pathing the rest.
+        with ThreadPoolExecutor(max_workers=self.workers) as dispatch:
+            for item in items:
+                start = time.perf_counter()
+                try:
+                    overrides = {k: item[k] for k in _POLICY_FIELDS if k in item and k != "name"}
+                    item_policy = resolve_policy(item.get("policy") or base, **overrides)
+                    gold = gold_spec(item)
+                except (KeyError, ValueError, TypeError) as exc:
+                    results.append(Verdict.bad_input(f"bad item: {exc}", MATH_VERIFIER))
+                    continue
+                done, request, extracted = self._prepare(item.get("completion"), gold, item_policy, start)
+                results.append(done)
+                if done is None:
+                    assert request is not None
+                    request["soft_timeout"] = deadline * SOFT_FRACTION
+                    future = dispatch.submit(self._call, request, deadline)
+                    pending.append((len(results) - 1, future, extracted, (time.perf_counter() - start) * 1000))
+            for index, future, extracted, prepared_ms in pending:
+                results[index] = self._finish(future.result(), extracted, prepared_ms, deadline)
         return [r for r in results if r is not None]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import resource
 import signal
+from pathlib import Path
 from typing import Any
 
 from sandbox.math.judge import judge
@@ -27,6 +28,10 @@ def _on_soft_timeout(signum: int, frame: Any) -> None:
 
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:
+    if request.get("warm"):
+        for _ in _WARM_UP:
+            pass
+        return {"warm": True}
     soft = float(request.get("soft_timeout") or 0)
     if soft > 0:
         signal.setitimer(signal.ITIMER_PROF, soft)
@@ -55,8 +60,25 @@ def main() -> None:
     signal.signal(signal.SIGPROF, _on_soft_timeout)
     import sandbox.math.symbolic  # noqa: F401  (pay the sympy import before saying ready)
 
-    serve(handle)
+    serve(handle, idle_steps=_WARM_UP)
 
+
+def _warm_parser():
+    """Parse a corpus of typical answers while idle: ANTLR's prediction cache (DFA) is per
+    process and a cold one makes the first few hundred parses several times slower."""
+    from sandbox.math.symbolic import to_sympy
+
+    corpus = (Path(__file__).with_name("warmup_corpus.txt")).read_text(encoding="utf-8").splitlines()
+    for text in corpus:
+        try:
+            to_sympy(text)
+        except Exception:  # warm-up must never kill a worker
+            pass
+        yield
+    to_sympy.cache_clear()
+
+
+_WARM_UP = _warm_parser()
 
 if __name__ == "__main__":
     main()
