@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 _HEADER = struct.Struct("!I")
-MAX_MESSAGE = 64 * 1024 * 1024
+MAX_MESSAGE = 256 * 1024 * 1024
 
 
 class WorkerTimeout(Exception):

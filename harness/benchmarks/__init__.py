@@ -1,0 +1,1 @@
+"""Benchmark definitions: loaders, per-benchmark grading settings and data quirks."""

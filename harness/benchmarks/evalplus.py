@@ -1,0 +1,92 @@
+"""EvalPlus (HumanEval+, MBPP+): reference programs, typed inputs, oracles, differential tests.
+
+EvalPlus rows ship inputs only; expected outputs come from running the canonical solution in
+our sandbox (``sandbox.code.reference``). MBPP+ stores tuples, sets and complex numbers as JSON
+lists and strings, so some tasks need their argument types restored before any call (the
+table below follows EvalPlus's own loader, task by task). Eleven tasks need an oracle other
+than equality.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+# How to restore MBPP+ argument types, by task number.
+_EACH_ARG_TUPLE = {2, 116, 132, 143, 222, 261, 273, 394, 399, 421, 424, 429, 470, 560, 579, 596, 616, 630, 726, 740, 744, 809}
+_EACH_ARG_LIST_OF_TUPLES = {63, 64, 70, 94, 120, 237, 272, 299, 400, 409, 417, 438, 473, 614, 780}
+_FIRST_ARG_LIST_OF_TUPLES = {75, 413, 444, 753}
+_SECOND_ARG_TUPLE = {106, 750}
+_FIRST_ARG_TUPLE = {250, 405, 446, 617, 720, 763, 808}
+_EACH_ARG_TUPLE_OF_TUPLES = {259, 401, 445}
+_EVERYTHING_TUPLE = {580, 615, 791}
+
+MBPP_SET_ORACLE = {"similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly", "larg_nnum", "intersection_array", "find_dissimilar", "Diff"}
+MBPP_NOT_NONE_ORACLE = {"check_str", "text_match_three", "text_starta_endb"}
+
+
+def _deep_tuple(value: Any) -> Any:
+    return tuple(_deep_tuple(v) for v in value) if isinstance(value, list) else value
+
+
+def restore_mbpp_inputs(task_id: str, inputs: list[list[Any]]) -> list[list[Any]]:
+    """Give MBPP+ arguments back the Python types JSON could not hold."""
+    n = int(str(task_id).rsplit("/", 1)[-1])
+    out = []
+    for args in inputs:
+        if n in _EACH_ARG_TUPLE:
+            args = [tuple(a) for a in args]
+        elif n in _EACH_ARG_LIST_OF_TUPLES:
+            args = [[tuple(x) for x in a] for a in args]
+        elif n in _FIRST_ARG_LIST_OF_TUPLES:
+            args = [[tuple(x) for x in args[0]], *args[1:]]
+        elif n in _SECOND_ARG_TUPLE:
+            args = [args[0], tuple(args[1]), *args[2:]]
+        elif n in _FIRST_ARG_TUPLE:
+            args = [tuple(args[0]), *args[1:]]
+        elif n in _EACH_ARG_TUPLE_OF_TUPLES:
+            args = [tuple(tuple(x) for x in a) for a in args]
+        elif n in _EVERYTHING_TUPLE:
+            args = list(_deep_tuple(args))
+        elif n == 115:  # a list of sets; EvalPlus writes an empty member as {} (a dict)
+            args = [[set(x) if isinstance(x, list) and x else {} for x in args[0]]]
+        elif n == 124:
+            args = [float(args[0]), complex(args[1])]
+        elif n == 252:
+            args = [complex(args[0])]
+        elif n == 278:
+            args = [tuple(tuple(x) if isinstance(x, list) else x for x in args[0])]
+        elif n == 307:
+            args = [tuple(args[0]), args[1], args[2]]
+        elif n == 722:
+            args = [{k: tuple(v) for k, v in args[0].items()}, *args[1:]]
+        out.append(list(args))
+    return out
+
+
+def reference_program(row: dict[str, Any]) -> str:
+    """The canonical solution as a runnable program (HumanEval+ splits it from the prompt)."""
+    if str(row["task_id"]).startswith("HumanEval"):
+        return row["prompt"] + row["canonical_solution"]
+    return row["canonical_solution"]
+
+
+def inputs_of(row: dict[str, Any], plus: bool = True) -> list[list[Any]]:
+    inputs = list(row.get("base_input") or [])
+    if plus and isinstance(row.get("plus_input"), list):
+        inputs += row["plus_input"]
+    if str(row["task_id"]).startswith("Mbpp"):
+        inputs = restore_mbpp_inputs(row["task_id"], inputs)
+    return inputs
+
+
+def oracle_of(row: dict[str, Any]) -> str:
+    if row["task_id"] == "HumanEval/32":
+        return "poly_root"
+    if row["entry_point"] in MBPP_SET_ORACLE:
+        return "set"
+    if row["entry_point"] in MBPP_NOT_NONE_ORACLE:
+        return "not_none"
+    return "exact"
+
+
+def float_tolerance(row: dict[str, Any]) -> float:
+    return max(float(row.get("atol") or 0.0), 1e-6)

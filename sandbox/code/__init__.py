@@ -1,0 +1,1 @@
+"""Code verification: program extraction, sandboxed execution, trusted output comparison."""

@@ -1,0 +1,191 @@
+"""Linux isolation primitives: namespaces, a minimal read-only root, privilege drop, rlimits.
+
+Everything here runs as root (our machines run everything as root), so nothing relies on being
+unprivileged: each submission gets fresh PID, mount, network, IPC and UTS namespaces, a root
+file system built from read-only bind mounts of what programs need (``/usr``, the Python
+installation) plus a private tmpfs scratch directory, and runs as a dedicated unprivileged uid
+with ``no_new_privs``. Python 3.11 has no ``os.unshare``, so the syscalls go through ctypes.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import sys
+from dataclasses import dataclass
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+SANDBOX_NAMESPACES = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+
+#: Sandboxed programs run as SANDBOX_UID_BASE + (a pid), a range no host account uses.
+SANDBOX_UID_BASE = 2_000_000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class IsolationError(OSError):
+    """A namespace, mount or privilege operation failed."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise IsolationError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def prctl(option: int, arg: int) -> None:
+    _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl")
+
+
+def bind_readonly(source: str, target: str) -> None:
+    """Bind ``source`` at ``target`` read-only, nosuid, nodev (files or directories)."""
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "a"):
+            pass
+    mount(source, target, None, MS_BIND | MS_REC)
+    mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+@dataclass(frozen=True)
+class RootLayout:
+    """What the sandboxed program can see besides its scratch directory."""
+
+    readonly_dirs: tuple[str, ...]
+    readonly_files: tuple[str, ...]
+    symlinks: tuple[tuple[str, str], ...]
+
+
+def default_layout() -> RootLayout:
+    """``/usr`` (compilers, libraries) and this Python's installation; no ``/etc``, no ``/home``."""
+    dirs = ["/usr"]
+    prefix = os.path.realpath(sys.base_prefix)
+    if not prefix.startswith("/usr"):
+        dirs.append(prefix)
+    files = [f for f in ("/etc/ld.so.cache",) if os.path.exists(f)]
+    links = []
+    for name in ("bin", "lib", "lib64", "sbin"):
+        path = f"/{name}"
+        if os.path.islink(path):
+            links.append((os.readlink(path), name))
+        elif os.path.isdir(path):
+            dirs.append(path)
+    return RootLayout(tuple(dirs), tuple(files), tuple(links))
+
+
+def build_root(layout: RootLayout, scratch_mb: int) -> None:
+    """Assemble a new root (inside a private mount namespace) and chroot into it.
+
+    Nothing is created on the host: a tmpfs first covers ``/tmp`` in this namespace only, and
+    the new root is a second small tmpfs inside it (read-only once built). The sandbox's ``/tmp``
+    is a third tmpfs, the only writable place. ``/proc`` is mounted later, by PID 1.
+    """
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0700")
+    root = "/tmp/root"
+    os.mkdir(root)
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    for directory in layout.readonly_dirs:
+        bind_readonly(directory, root + directory)
+    for path in layout.readonly_files:
+        bind_readonly(path, root + path)
+    for target, name in layout.symlinks:
+        os.symlink(target, os.path.join(root, name))
+    os.makedirs(root + "/tmp", exist_ok=True)
+    mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=1777")
+    os.makedirs(root + "/proc", exist_ok=True)
+    os.makedirs(root + "/dev", exist_ok=True)
+    for name, minor in (("null", 3), ("zero", 5), ("full", 7), ("random", 8), ("urandom", 9)):
+        os.mknod(f"{root}/dev/{name}", 0o666 | 0o020000, os.makedev(1, minor))
+        os.chmod(f"{root}/dev/{name}", 0o666)
+    os.makedirs(root + "/etc", exist_ok=True)
+    with open(root + "/etc/passwd", "w") as fh:
+        fh.write("sandbox:x:%d:%d:sandbox:/tmp:/bin/false\n" % (65534, 65534))
+    os.chroot(root)
+    os.chdir("/")
+    mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_REC)
+
+
+def mount_proc() -> None:
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def drop_privileges(uid: int) -> None:
+    """Become ``uid`` for good: no supplementary groups, no capabilities, no new privileges."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise IsolationError(errno.EPERM, "privilege drop failed")
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    cpu_s: float
+    memory_bytes: int
+    processes: int
+    open_files: int
+    file_bytes: int
+    stack_bytes: int | None = None
+
+
+def apply_rlimits(limits: ResourceLimits) -> None:
+    cpu = max(1, int(limits.cpu_s + 0.999))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if limits.stack_bytes:
+        resource.setrlimit(resource.RLIMIT_STACK, (limits.stack_bytes, limits.stack_bytes))
+
+
+def isolation_available() -> tuple[bool, str]:
+    """Can this process build the sandbox? Returns (ok, reason when not)."""
+    if not sys.platform.startswith("linux"):
+        return False, f"namespaces need Linux (this is {sys.platform})"
+    if os.geteuid() != 0:
+        return False, "namespaces, mounts and the uid switch need root (this process is not root)"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            unshare(SANDBOX_NAMESPACES)
+            mount(None, "/", None, MS_REC | MS_PRIVATE)
+            mount("tmpfs", "/tmp", "tmpfs", 0, "size=1m")
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        return False, "unshare/mount were refused (is this a container without CAP_SYS_ADMIN?)"
+    return True, ""
