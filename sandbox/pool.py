@@ -105,6 +105,17 @@ class Worker:
         response["_elapsed_ms"] = (time.monotonic() - start) * 1000
         return response
 
+    def shutdown(self, grace: float = 2.0) -> None:
+        """Close the worker's input so it exits on its own (cleaning up its children); kill it
+        if it has not exited within ``grace`` seconds."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=grace)
+        except (subprocess.TimeoutExpired, OSError):
+            pass
+        self.kill()
+
     def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -138,6 +149,7 @@ class WorkerPool:
         self.startup_timeout = startup_timeout
         self.env = env
         self.restarts = 0
+        self.spawn_error: str | None = None
         self._idle: queue.LifoQueue[Worker] = queue.LifoQueue()
         self._all: set[Worker] = set()
         self._lock = threading.Lock()
@@ -151,13 +163,19 @@ class WorkerPool:
             self._spawn()
 
     def _spawn_loop(self) -> None:
+        failures = 0
         while self._spawn_requests.get():
             try:
                 worker = Worker(self.module, self.env)
-            except OSError:
-                time.sleep(0.5)
-                self._spawn_requests.put(True)
+            except OSError as exc:
+                failures += 1
+                self.spawn_error = f"cannot start {self.module}: {exc}"
+                if failures < 3:
+                    time.sleep(0.2 * failures)
+                    self._spawn_requests.put(True)
                 continue
+            failures = 0
+            self.spawn_error = None
             with self._lock:
                 if self._closed:
                     worker.kill()
@@ -177,11 +195,25 @@ class WorkerPool:
         if not closed:
             self._spawn()
 
+    def _checkout(self) -> Worker:
+        """An idle worker; fails fast when workers cannot be started at all."""
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            try:
+                return self._idle.get(timeout=0.1)
+            except queue.Empty:
+                with self._lock:
+                    alive = len(self._all)
+                if self.spawn_error and not alive:
+                    raise WorkerCrashed(self.spawn_error)
+                if time.monotonic() > deadline and not alive:
+                    raise WorkerCrashed(f"no {self.module} worker started within {self.startup_timeout:g}s")
+
     def warm_up(self) -> None:
         """Block until every worker has finished importing (optional; calls do it lazily)."""
         workers = []
         for _ in range(self.size):
-            workers.append(self._idle.get())
+            workers.append(self._checkout())
         try:
             for w in workers:
                 w.wait_ready(self.startup_timeout)
@@ -193,7 +225,7 @@ class WorkerPool:
         """Run one request; raises ``WorkerTimeout`` or ``WorkerCrashed`` (worker replaced)."""
         if self._closed:
             raise RuntimeError("pool is closed")
-        worker = self._idle.get()
+        worker = self._checkout()
         try:
             worker.wait_ready(self.startup_timeout)
             response = worker.call(request, timeout)
@@ -230,10 +262,10 @@ class WorkerPool:
             self._all.clear()
         self._spawn_requests.put(False)
         for w in workers:
-            w.kill()
+            w.shutdown()
 
 
-def serve(handle, idle_steps: Any = None) -> None:
+def serve(handle, idle_steps: Any = None, on_exit: Any = None) -> None:
     """Worker main loop: read requests on stdin, answer on the original stdout.
 
     ``idle_steps`` is an optional iterator of warm-up steps run only while no request waits, so
@@ -254,6 +286,8 @@ def serve(handle, idle_steps: Any = None) -> None:
         try:
             request = read_message(in_fd)
         except WorkerCrashed:
+            if on_exit is not None:
+                on_exit()
             return
         write_message(out_fd, handle(request))
 

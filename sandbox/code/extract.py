@@ -25,8 +25,8 @@ def extract_program(completion: str, language: Language) -> str | None:
         opened = _OPEN_FENCE_RE.search(completion)
         if opened and (opened.group(2).lower() in language.fences or opened.group(2) == ""):
             return opened.group(3)
-    text = completion.strip()
-    if not text:
+    text = completion.strip("\n").rstrip()
+    if not text.strip():
         return None
     if language.name == "python":
         try:

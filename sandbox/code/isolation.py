@@ -171,7 +171,13 @@ def apply_rlimits(limits: ResourceLimits) -> None:
 
 
 def isolation_available() -> tuple[bool, str]:
-    """Can this process build the sandbox? Returns (ok, reason when not)."""
+    """Can this process build the sandbox? Returns (ok, reason when not).
+
+    ``RLVR_SANDBOX_ISOLATION=off`` in the environment turns isolation off on purpose (then
+    nothing runs unless the caller also asks for ``unsafe``).
+    """
+    if os.environ.get("RLVR_SANDBOX_ISOLATION", "").lower() in ("off", "0", "false", "no"):
+        return False, "isolation switched off by RLVR_SANDBOX_ISOLATION"
     if not sys.platform.startswith("linux"):
         return False, f"namespaces need Linux (this is {sys.platform})"
     if os.geteuid() != 0:

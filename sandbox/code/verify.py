@@ -26,7 +26,7 @@ MAX_PROGRAM_CHARS = 512_000
 COLLECT_BATCH = 100
 MAX_EXTRACTED_CHARS = 2000
 #: The judge starts with only these variables: nothing a program could find in memory is secret.
-JUDGE_ENV_KEYS = ("PATH", "LANG", "PYTHONPATH")
+JUDGE_ENV_KEYS = ("PATH", "LANG", "PYTHONPATH", "RLVR_SANDBOX_ISOLATION")
 
 
 class BadTests(ValueError):
@@ -133,7 +133,7 @@ class CodeGrader:
     def pool(self) -> WorkerPool:
         with self._lock:
             if self._pool is None:
-                self._pool = WorkerPool("sandbox.code.zygote", self.workers, env=judge_env())
+                self._pool = WorkerPool("sandbox.code.judge", self.workers, env=judge_env())
             return self._pool
 
     def warm_up(self) -> None:
@@ -159,6 +159,8 @@ class CodeGrader:
             if not isinstance(completion, str):
                 return _verdict("no_code", start, None, "completion is not a string", total=len(normalized)), None, None
             program = extract_program(completion, lang)
+            if program is None and starter_code and lang.name == "python":
+                program = extract_program(starter_code.rstrip() + "\n" + completion, lang)
         if program is None or not program.strip():
             return _verdict("no_code", start, None, "no program found", total=len(normalized)), None, None
         if len(program) > MAX_PROGRAM_CHARS:

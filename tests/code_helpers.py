@@ -1,0 +1,68 @@
+"""Shared helpers for the code-verifier tests."""
+import json
+import os
+
+from conftest import ROOT
+
+MAP = {"AC": "ok", "WA": "wrong_answer", "TLE": "time_limit", "MLE": "memory_limit", "OLE": "output_limit", "RE": "runtime_error", "CE": "compile_error"}
+CASES = [json.loads(line) for line in (ROOT / "tests" / "fixtures" / "verifier_cases_code.jsonl").open()]
+
+
+def allowed_reasons(expected: str) -> set[str]:
+    words = expected.replace("(", " ").replace(")", " ").replace(",", " ").split()
+    if "never" in words:
+        words = words[: words.index("never")]
+    return {MAP[w] for w in words if w in MAP}
+
+
+def case_item(case: dict) -> dict:
+    """Convert a survey case (program + tests in its own schema) to a verify_code item."""
+    t = case["tests"]
+    lim = t.get("limits", {})
+    limits = {"time_s": lim.get("time_s", 4), "memory_mb": lim.get("memory_mb", 1024)}
+    for src, dst in (("output_kb", "output_kb"), ("float_abs_tol", "float_abs_tol"), ("float_rel_tol", "float_rel_tol"), ("max_processes", "processes"), ("compile_time_s", "compile_time_s")):
+        if src in lim:
+            limits[dst] = lim[src]
+    if t["mode"] == "stdio":
+        tests = [{"input": c["stdin"], "output": c["stdout"], "testtype": "stdin"} for c in t["cases"]]
+    elif t["mode"] == "functional":
+        tests = [{"args": c["args"], "expected": c["expected"]} for c in t["cases"]]
+    else:
+        tests = [{"testtype": "assert", "code": "\n".join(t["asserts"])}]
+    return {"completion": case["program"], "tests": tests, "fn_name": t.get("entry_point"), "language": t["language"], "limits": limits}
+
+
+def process_count() -> int:
+    return sum(1 for name in os.listdir("/proc") if name.isdigit())
+
+
+def sandbox_processes() -> list[int]:
+    """Processes running as a sandbox uid (there must be none between submissions)."""
+    from sandbox.code.isolation import SANDBOX_UID_BASE
+
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status") as fh:
+                    for line in fh:
+                        if line.startswith("Uid:") and int(line.split()[1]) >= SANDBOX_UID_BASE:
+                            found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def zombies() -> list[int]:
+    """Zombies that one of our processes failed to reap (init's own backlog is not ours)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                    if fields[0] == "Z" and fields[1] != "1":
+                        found.append(int(name))
+            except (OSError, IndexError):
+                pass
+    return found

@@ -1,0 +1,228 @@
+"""What the code verifier computes: extraction, comparison rules, functional calls, languages."""
+import gzip
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import ROOT
+from fixtures.lcb_solutions import CPP_SOLUTIONS, SOLUTIONS
+from sandbox import CODE_REASONS, CodeGrader
+from sandbox.code.compare import result_matches, stdout_matches, values_equal
+from sandbox.code.extract import extract_program
+from sandbox.code.languages import LANGUAGES, get_language
+from sandbox.code.limits import Limits
+from sandbox.code.verify import BadTests, normalize_tests
+
+PY = LANGUAGES["python"]
+LCB = {json.loads(line)["id"]: json.loads(line) for line in gzip.open(ROOT / "harness" / "data" / "code" / "livecodebench_v5_2408_2502.jsonl.gz", "rt")}
+
+
+@pytest.fixture(scope="module")
+def grader():
+    g = CodeGrader(workers=2)
+    yield g
+    g.close()
+
+
+# ---- extraction --------------------------------------------------------------------------------
+def test_last_fenced_block_wins():
+    text = "First try:\n```python\nprint(1)\n```\nFixed:\n```py\nprint(2)\n```\nDone."
+    assert extract_program(text, PY).strip() == "print(2)"
+
+
+def test_untagged_block_and_other_language_blocks():
+    assert extract_program("```\nprint(3)\n```", PY).strip() == "print(3)"
+    assert extract_program("```cpp\nint main(){}\n```\n```python\nx=1\n```", PY).strip() == "x=1"
+    assert extract_program("```python\nx=1\n```\n```cpp\nint main(){}\n```", get_language("cpp")).strip() == "int main(){}"
+
+
+def test_whole_completion_if_it_parses_else_no_code():
+    assert extract_program("def f(x):\n    return x + 1\n", PY) is not None
+    assert extract_program("The answer is to loop over the list and sum.", PY) is None
+    assert extract_program("", PY) is None
+    assert extract_program("'just a string'", PY) is None
+
+
+def test_truncated_fence_uses_its_contents():
+    assert extract_program("Here:\n```python\nprint(5)\n", PY).strip() == "print(5)"
+
+
+# ---- comparison rules ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "got, want, ok",
+    [
+        ("42\n", "42", True),
+        ("42  \n\n\n", "42\n", True),
+        (" 1 2  3 \n4\n", "1 2 3\n4", True),
+        ("1 2\n", "1 2 3\n", False),
+        ("1\n2\n", "1 2\n", False),
+        ("0.333333\n", "0.3333333333\n", True),
+        ("0.334\n", "0.3333333333\n", False),
+        ("1e-7\n", "0\n", True),
+        ("1000000.1\n", "1000000\n", True),
+        ("12345678901234567891\n", "12345678901234567890\n", False),
+        ("Yes\n", "yes\n", False),
+        ("1.0\n", "1\n", True),
+        ("nan\n", "nan\n", True),
+    ],
+)
+def test_stdout_matching(got, want, ok):
+    assert stdout_matches(got, want)[0] is ok
+
+
+def test_values_equal_is_structural():
+    assert values_equal([1, 2], [1, 2])
+    assert not values_equal([1, 2], [2, 1])
+    assert values_equal({"__set__": [2, 1]}, {"__set__": [1, 2]})
+    assert not values_equal(True, 1) and not values_equal(1, True)
+    assert values_equal(0.1 + 0.2, 0.3)
+    assert not values_equal({"__object__": "X"}, {"__object__": "X"})
+    assert values_equal({"__float__": "nan"}, {"__float__": "nan"})
+    assert values_equal({"__dict__": [[1, "a"]]}, {"__dict__": [[1, "a"]]})
+    assert result_matches([3, 1, 3], [1, 3], "set", [], 1e-6, 1e-6)
+    assert result_matches(None, None, "not_none", [], 1e-6, 1e-6)
+    assert not result_matches(None, {"__object__": "Match"}, "not_none", [], 1e-6, 1e-6)
+    assert result_matches(2.0, None, "poly_root", [[-4, 0, 1]], 1e-6, 1e-6)
+    assert not result_matches(1.0, None, "poly_root", [[-4, 0, 1]], 1e-6, 1e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(-1e6, 1e6, allow_nan=False), st.floats(0, 1e-7))
+def test_float_tolerance_property(x, eps):
+    assert stdout_matches(f"{x + eps:.10f}", f"{x:.10f}")[0]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(-10**40, 10**40))
+def test_integers_are_exact(n):
+    assert stdout_matches(str(n), str(n))[0]
+    assert not stdout_matches(str(n + 1), str(n))[0]
+
+
+# ---- tests and limits validation -------------------------------------------------------------
+def test_test_formats():
+    lcb = normalize_tests([{"input": "1\n[2, 3]", "output": "5", "testtype": "functional"}], "f")
+    assert lcb == [{"kind": "call", "args_json": "[1,[2, 3]]", "expected_json": "5"}]
+    assert normalize_tests({"inputs": ["1\n"], "outputs": ["2\n"]})[0]["kind"] == "stdin"
+    assert normalize_tests([{"args": [(1, 2)], "expected": 3}], "f")[0]["args_json"] == '[{"__tuple__": [1, 2]}]'
+    with pytest.raises(BadTests):
+        normalize_tests([], None)
+    with pytest.raises(BadTests):
+        normalize_tests([{"input": "1", "output": "x", "testtype": "functional"}], "f")
+    with pytest.raises(BadTests):
+        normalize_tests([{"input": "1", "output": "x", "testtype": "weird"}], None)
+    with pytest.raises(ValueError):
+        Limits.from_any({"time_s": -1})
+    with pytest.raises(ValueError):
+        Limits.from_any({"colour": 1})
+
+
+def test_reasons_are_the_documented_ones(grader):
+    verdicts = grader.verify_batch([
+        {"completion": "print(1)", "tests": [{"input": "", "output": "1"}]},
+        {"completion": "no code here at all, sorry", "tests": [{"input": "", "output": "1"}]},
+        {"completion": "```python\ndef f(:\n```", "tests": [{"input": "", "output": "1"}]},
+    ])
+    assert [v.reason for v in verdicts] == ["ok", "no_code", "compile_error"]
+    assert all(v.reason in CODE_REASONS for v in verdicts)
+
+
+# ---- real problems -----------------------------------------------------------------------------
+def test_livecodebench_honest_solutions_pass(grader):
+    items = []
+    for key, source in SOLUTIONS.items():
+        row = LCB[key]
+        items.append({"completion": f"Here is my solution.\n```python\n{source}```", "tests": row["tests"], "fn_name": row["metadata"].get("func_name"), "starter_code": row["starter_code"]})
+    for key, source in CPP_SOLUTIONS.items():
+        items.append({"completion": f"```cpp\n{source}```", "tests": LCB[key]["tests"], "language": "cpp"})
+    verdicts = grader.verify_batch(items)
+    assert all(v.correct for v in verdicts), [(v.reason, v.detail) for v in verdicts if not v.correct]
+    assert all(v.passed == v.total for v in verdicts)
+
+
+def test_livecodebench_wrong_solutions_fail(grader):
+    items = []
+    for key, source in SOLUTIONS.items():
+        row = LCB[key]
+        broken = source.replace("print(", "print(1+0*") if "print(" in source else source.replace("return ", "return 1 + ")
+        broken = broken.replace("print(1+0*", "print('x', ") if broken == source else broken
+        items.append({"completion": f"```python\n{broken}```", "tests": row["tests"], "fn_name": row["metadata"].get("func_name")})
+    verdicts = grader.verify_batch(items)
+    assert not any(v.correct for v in verdicts)
+
+
+def test_functional_class_solution_and_module_function(grader):
+    tests = [{"input": "2\n3", "output": "5", "testtype": "functional"}]
+    cls = "class Solution:\n    def add(self, a, b):\n        return a + b\n"
+    fn = "def add(a, b):\n    return a + b\n"
+    verdicts = grader.verify_batch([
+        {"completion": cls, "tests": tests, "fn_name": "add"},
+        {"completion": fn, "tests": tests, "fn_name": "add"},
+        {"completion": "def other(a, b):\n    return a + b\n", "tests": tests, "fn_name": "add"},
+    ])
+    assert [v.reason for v in verdicts] == ["ok", "ok", "runtime_error"]
+
+
+def test_starter_code_is_prepended_for_body_only_completions(grader):
+    starter = "def add(a, b):\n"
+    verdict = grader.verify("    return a + b\n", [{"args": [1, 2], "expected": 3}], fn_name="add", starter_code=starter)
+    assert verdict.correct, verdict
+
+
+def test_functional_returns_are_serialised_and_compared_outside(grader):
+    tests = [{"args": [2], "expected": [2, 4]}]
+    verdicts = grader.verify_batch([
+        {"completion": "def f(x):\n    return (x, 2 * x)\n", "tests": tests, "fn_name": "f"},
+        {"completion": "import numpy\ndef f(x):\n    return [x, 2 * x]\n", "tests": tests, "fn_name": "f"},
+        {"completion": "def f(x):\n    return {x, 2 * x}\n", "tests": tests, "fn_name": "f"},
+        {"completion": "def f(x):\n    print('debug noise')\n    return [x, 2 * x]\n", "tests": tests, "fn_name": "f"},
+        {"completion": "def f(x):\n    return 3 ** 20000\n", "tests": [{"args": [1], "expected_json": str(3 ** 20000) if False else "1"}], "fn_name": "f"},
+    ])
+    assert [v.reason for v in verdicts] == ["ok", "runtime_error", "wrong_answer", "ok", "wrong_answer"]
+
+
+def test_huge_integer_results_compare_exactly(grader):
+    import sys
+
+    sys.set_int_max_str_digits(0)
+    try:
+        expected = str(3 ** 20000)
+    finally:
+        sys.set_int_max_str_digits(4300)
+    good = grader.verify("def f(x):\n    return 3 ** x\n", [{"args": [20000], "expected_json": expected}], fn_name="f")
+    bad = grader.verify("def f(x):\n    return 3 ** x + 1\n", [{"args": [20000], "expected_json": expected}], fn_name="f")
+    assert good.correct and bad.reason == "wrong_answer"
+
+
+def test_stop_at_first_failure_and_partial_reward(grader):
+    tests = [{"input": str(i), "output": str(i * 2)} for i in range(5)]
+    program = "n = int(input())\nprint(n * 2 if n != 2 else 0)\n"
+    strict = grader.verify(program, tests)
+    partial = grader.verify(program, tests, partial=True)
+    assert (strict.passed, strict.first_failure, strict.reward) == (2, 2, 0.0)
+    assert (partial.passed, partial.first_failure, partial.reward) == (4, 2, 0.8)
+    assert not partial.correct
+
+
+def test_cpp_language_path(grader):
+    ok = grader.verify("```cpp\n#include <iostream>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a*b<<std::endl;}\n```", [{"input": "6 7", "output": "42"}], language="cpp")
+    ce = grader.verify("```cpp\nint main( { return 0 }\n```", [{"input": "", "output": ""}], language="cpp")
+    rte = grader.verify("```cpp\n#include <cstdlib>\nint main(){ abort(); }\n```", [{"input": "", "output": ""}], language="cpp")
+    tle = grader.verify("```cpp\nint main(){ volatile long x=0; while(true) x++; }\n```", [{"input": "", "output": ""}], language="cpp", limits={"time_s": 1})
+    mle = grader.verify("```cpp\n#include <vector>\nint main(){ std::vector<char> v; for(;;) v.resize(v.size()*2+1024); }\n```", [{"input": "", "output": ""}], language="cpp", limits={"memory_mb": 128})
+    assert [v.reason for v in (ok, ce, rte, tle, mle)] == ["ok", "compile_error", "runtime_error", "time_limit", "memory_limit"]
+
+
+def test_cpu_and_wall_limits_are_both_enforced(grader):
+    cpu = grader.verify("while True:\n    pass\n", [{"input": "", "output": "1"}], limits={"time_s": 1})
+    wall = grader.verify("import time\ntime.sleep(60)\n", [{"input": "", "output": "1"}], limits={"time_s": 1})
+    assert cpu.reason == wall.reason == "time_limit"
+    assert cpu.elapsed_ms < 3000 and wall.elapsed_ms < 3000
+
+
+def test_submission_budget(grader):
+    tests = [{"input": "", "output": "1"}] * 20
+    verdict = grader.verify("import time\ntime.sleep(0.4)\nprint(1)\n", tests, limits={"time_s": 2, "total_s": 2})
+    assert verdict.reason == "time_limit" and verdict.passed < 20
