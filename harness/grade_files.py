@@ -10,7 +10,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
@@ -77,14 +77,13 @@ def read_rows(stream: TextIO) -> Iterator[tuple[int, dict[str, Any] | None, str]
 def output_row(row: dict[str, Any] | None, number: int, verdict: Verdict, extra_fields: tuple[str, ...] = ()) -> dict[str, Any]:
     """One output row: the verdict fields, then the input's own fields passed through."""
     out: dict[str, Any] = {"id": (row or {}).get("id", f"line-{number}")}
-    data = verdict.to_dict()
+    data = asdict(verdict)
     for key in OUTPUT_FIELDS[1:] + extra_fields:
-        if key in data:
-            out[key] = data[key]
+        out[key] = data[key]
     out["detail"] = verdict.detail
     out["verifier"] = verdict.verifier
     for key, value in (row or {}).items():
-        if key not in out and key != "completion":
+        if key not in out and key not in ("completion", "tests"):
             out[key] = value
     return out
 

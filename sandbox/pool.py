@@ -8,12 +8,10 @@ and replaced when a call overruns. The caller waits with ``select``, which works
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
 import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -21,52 +19,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-_HEADER = struct.Struct("!I")
-MAX_MESSAGE = 256 * 1024 * 1024
+from sandbox.wire import MAX_MESSAGE, WorkerCrashed, WorkerTimeout, read_message, write_message
 
-
-class WorkerTimeout(Exception):
-    """The call overran its deadline; the worker was killed and replaced."""
-
-
-class WorkerCrashed(Exception):
-    """The worker died (crash, memory limit) before answering; it was replaced."""
-
-
-def write_message(fd: int, payload: dict[str, Any]) -> None:
-    data = json.dumps(payload, separators=(",", ":")).encode()
-    buf = _HEADER.pack(len(data)) + data
-    view = memoryview(buf)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
-    chunks = []
-    remaining = size
-    while remaining:
-        if deadline is not None:
-            wait = deadline - time.monotonic()
-            if wait <= 0:
-                raise WorkerTimeout()
-            ready, _, _ = select.select([fd], [], [], wait)
-            if not ready:
-                raise WorkerTimeout()
-        chunk = os.read(fd, min(remaining, 1 << 20))
-        if not chunk:
-            raise WorkerCrashed("worker closed its pipe")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def read_message(fd: int, deadline: float | None = None) -> dict[str, Any]:
-    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-    if size > MAX_MESSAGE:
-        raise WorkerCrashed("oversized message")
-    return json.loads(_read_exact(fd, size, deadline))
-
+__all__ = ["MAX_MESSAGE", "WorkerCrashed", "WorkerPool", "WorkerTimeout", "read_message", "serve", "write_message"]
 
 class Worker:
     """One worker process running ``python -m <module>``."""

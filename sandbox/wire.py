@@ -1,12 +1,63 @@
-"""Length-prefixed JSON over a Unix socket, with optional file descriptors (SCM_RIGHTS)."""
+"""Length-prefixed JSON messages: over pipes (with deadlines) and over Unix sockets (with file
+descriptors). Kept dependency-light: sandboxed processes are forked from code that imports it."""
 from __future__ import annotations
 
 import json
+import os
+import select
 import socket
 import struct
+import time
 from typing import Any
 
 _HEADER = struct.Struct("!I")
+MAX_MESSAGE = 256 * 1024 * 1024
+
+
+class WorkerTimeout(Exception):
+    """The call overran its deadline; the worker was killed and replaced."""
+
+
+class WorkerCrashed(Exception):
+    """The worker died (crash, memory limit) before answering; it was replaced."""
+
+
+def write_message(fd: int, payload: dict[str, Any]) -> None:
+    data = json.dumps(payload, separators=(",", ":")).encode()
+    buf = _HEADER.pack(len(data)) + data
+    view = memoryview(buf)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
+    chunks = []
+    remaining = size
+    while remaining:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                raise WorkerTimeout()
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                raise WorkerTimeout()
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise WorkerCrashed("worker closed its pipe")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(fd: int, deadline: float | None = None) -> dict[str, Any]:
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
+    if size > MAX_MESSAGE:
+        raise WorkerCrashed("oversized message")
+    return json.loads(_read_exact(fd, size, deadline))
+
+
+
 
 
 def send_json(sock: socket.socket, payload: dict[str, Any], fds: list[int] | None = None) -> None:

@@ -14,14 +14,21 @@ EPILOG = """\
 input rows (JSON Lines):
   math: {"id": ..., "completion": "... \\\\boxed{42}", "answer": "42"}
         optional per row: "policy", "answer_type", "tolerance", "multiple"
+  code: {"id": ..., "completion": "```python ...```", "tests": [{"input", "output",
+        "testtype": "stdin"|"functional"}], "fn_name"?, "starter_code"?}
+        optional per row: "language" (python, cpp, c), "limits" {...}, "oracle", "partial"
 output rows, one per input row, in input order:
   {"id", "correct", "reward", "reason", "extracted", "elapsed_ms", "detail", "verifier", ...}
-  reason is one of ok, wrong_answer, no_answer, unparseable, timeout, grader_error,
-  or bad_input for a row that could not be read; extra input fields pass through.
+  code rows add "passed", "total", "first_failure".
+  math reasons: ok, wrong_answer, no_answer, unparseable, timeout, grader_error
+  code reasons: ok, wrong_answer, time_limit, memory_limit, output_limit, runtime_error,
+                compile_error, no_code, sandbox_error
+  bad_input marks a row that could not be read; extra input fields pass through.
 
 examples:
   rlvr grade --kind math --input completions.jsonl --output verdicts.jsonl
   rlvr grade --kind math --input c.jsonl --output - --workers 4 --timeout 2 --policy minerva
+  rlvr grade --kind code --input programs.jsonl --output verdicts.jsonl --timeout 6
 """
 
 
@@ -33,12 +40,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--kind", choices=["math"], required=True, help="which verifier to use")
+    p.add_argument("--kind", choices=["math", "code"], required=True, help="which verifier to use")
     p.add_argument("--input", required=True, help="input JSONL path, or - for standard input")
     p.add_argument("--output", required=True, help="output JSONL path, or - for standard output")
     p.add_argument("--workers", type=int, default=None, help="grading worker processes (default: min(4, CPUs))")
-    p.add_argument("--timeout", type=float, default=1.0, help="hard deadline per item in seconds (default 1)")
+    p.add_argument("--timeout", type=float, default=None, help="math: hard deadline per item (default 1 s); code: CPU seconds per test (default 4)")
     p.add_argument("--policy", default="math", help="math grading policy preset (math, gsm8k, minerva, olympiadbench, aime, arith)")
+    p.add_argument("--partial", action="store_true", help="code: reward is the fraction of tests passed (all tests run)")
+    p.add_argument("--unsafe", action="store_true", help="code: run even where namespaces/chroot/uid switch are unavailable (NOT isolated)")
     p.add_argument("--summary-json", default=None, help="also write the summary as JSON to this path")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
@@ -56,20 +65,51 @@ def _validate_math(row: dict[str, Any]) -> str:
     return ""
 
 
-def run(args: argparse.Namespace) -> int:
-    from sandbox.math.policy import PRESETS
-    from sandbox.math.verify import MathGrader
-    from sandbox.version import MATH_VERIFIER
+def _validate_code(row: dict[str, Any]) -> str:
+    if "completion" not in row:
+        return "missing field 'completion'"
+    if not isinstance(row["completion"], str):
+        return "field 'completion' must be a string"
+    if "tests" not in row:
+        return "missing field 'tests'"
+    return ""
 
-    if args.policy not in PRESETS:
-        raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")
-    if args.timeout <= 0:
+
+def _grader(args: argparse.Namespace):
+    """The verifier for ``--kind``, its row validator and its version string."""
+    if args.kind == "math":
+        from sandbox.math.policy import PRESETS
+        from sandbox.math.verify import MathGrader
+        from sandbox.version import MATH_VERIFIER
+
+        if args.policy not in PRESETS:
+            raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")
+        grader = MathGrader(workers=args.workers, timeout=args.timeout or 1.0)
+
+        def grade_chunk(rows: list[dict[str, Any]]):
+            return grader.verify_batch([{**row, "answer": str(row["answer"])} for row in rows], policy=args.policy)
+
+        return grader, grade_chunk, _validate_math, MATH_VERIFIER, ()
+    from sandbox.code.verify import CodeGrader
+    from sandbox.version import CODE_VERIFIER
+
+    limits = {"time_s": args.timeout} if args.timeout else None
+    grader = CodeGrader(workers=args.workers, limits=limits, unsafe=args.unsafe)
+
+    def grade_chunk(rows: list[dict[str, Any]]):
+        return grader.verify_batch(rows, partial=args.partial) if args.partial else grader.verify_batch(rows)
+
+    return grader, grade_chunk, _validate_code, CODE_VERIFIER, ("passed", "total", "first_failure")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.timeout is not None and args.timeout <= 0:
         raise UserError("--timeout must be a positive number of seconds")
     if args.workers is not None and args.workers < 1:
         raise UserError("--workers must be at least 1")
+    grader, grade_chunk, validate, verifier, extra_fields = _grader(args)
     source = sys.stdin if args.input == "-" else _open_input(args.input)
     total = None if args.input == "-" else count_lines(Path(args.input))
-    grader = MathGrader(workers=args.workers, timeout=args.timeout)
     out = sys.stdout if args.output == "-" else _open_output(args.output)
     progress = None
     if not args.no_progress and args.output != "-":
@@ -77,15 +117,11 @@ def run(args: argparse.Namespace) -> int:
 
         progress = tqdm(total=total, unit="row", desc="grading", file=sys.stderr, disable=None)
 
-    def grade_chunk(rows: list[dict[str, Any]]):
-        items = [{**row, "answer": str(row["answer"])} for row in rows]
-        return grader.verify_batch(items, policy=args.policy)
-
     def write(row: dict[str, Any]) -> None:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     try:
-        summary = grade_stream(read_rows(source), grade_chunk, _validate_math, write, MATH_VERIFIER, progress=progress)
+        summary = grade_stream(read_rows(source), grade_chunk, validate, write, verifier, extra_fields, progress=progress)
     finally:
         if progress is not None:
             progress.close()
@@ -95,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         if source is not sys.stdin:
             source.close()
     if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps({"verifier": MATH_VERIFIER, **summary.to_dict()}, indent=2) + "\n")
+        Path(args.summary_json).write_text(json.dumps({"verifier": verifier, **summary.to_dict()}, indent=2) + "\n")
     print(summary.line(), file=sys.stderr if args.output == "-" else sys.stdout)
     return 0
 

@@ -8,7 +8,6 @@ environment, so nothing in any forked memory is a host secret.
 """
 from __future__ import annotations
 
-import gc
 import json
 import os
 import secrets
@@ -18,19 +17,12 @@ import sys
 import time
 from typing import Any
 
-from sandbox.code.compare import result_matches, stdout_matches
 from sandbox.code.isolation import isolation_available
 from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
 from sandbox.code.zygote import start_zygote
-from sandbox.pool import WorkerCrashed, WorkerTimeout, read_message, serve, write_message
-from sandbox.wire import recv_json, send_json
+from sandbox.wire import WorkerCrashed, WorkerTimeout, read_message, recv_json, send_json, write_message
 
-PRELOAD = (
-    "runpy", "traceback", "collections", "heapq", "bisect", "itertools", "functools", "math", "re", "string",
-    "random", "decimal", "fractions", "operator", "copy", "array", "statistics", "datetime", "typing",
-    "dataclasses", "cmath", "queue",
-)
 REASONS = {
     "re": "runtime_error",
     "tle": "time_limit",
@@ -81,6 +73,7 @@ def _open_sandbox(setup: dict[str, Any]) -> tuple[int, int, int, int]:
 
 def judge_outcome(test: dict[str, Any], outcome: dict[str, Any], limits: Limits, nonce: str | None, oracle: str = "exact") -> tuple[bool, str, str]:
     """Compare one test's outcome with its expectation; returns (passed, reason, detail)."""
+    from sandbox.code.compare import result_matches, stdout_matches  # after the zygote fork: keep it small
     status = outcome["status"]
     stderr_tail = (outcome.get("stderr") or "").strip().splitlines()[-1:] or [""]
     if status == "ok":
@@ -186,16 +179,13 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    """Fork the zygote first, while this process is small (fork cost grows with memory), then
+    load what judging needs."""
     global ISOLATION, ZYGOTE
     ISOLATION = isolation_available()
-    for name in PRELOAD:
-        try:
-            __import__(name)
-        except ImportError:
-            pass
-    gc.collect()
-    gc.freeze()
     ZYGOTE = start_zygote(ISOLATION[0])
+    from sandbox.pool import serve
+
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)  # expected outputs may hold huge integers
     serve(handle, on_exit=_stop_zygote)

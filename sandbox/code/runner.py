@@ -16,13 +16,14 @@ import select
 import signal
 import sys
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.code.isolation import ResourceLimits, apply_rlimits, drop_privileges
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
-from sandbox.pool import read_message, write_message
+from sandbox.wire import read_message, write_message
 
 EXIT_MEMORY = 97
 EXIT_NOT_JSON = 98
@@ -97,8 +98,6 @@ def _python_streams() -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
-    for name in [m for m in sys.modules if m.split(".")[0] in ("sandbox", "harness", "trainers")]:
-        del sys.modules[name]
 
 
 def _flush_and_exit(code: int) -> None:
@@ -110,10 +109,25 @@ def _flush_and_exit(code: int) -> None:
     os._exit(code)
 
 
-def _run_python_script(path: str, run_name: str) -> dict[str, Any]:
-    import runpy
+_COMPILED: dict[str, Any] = {}
 
-    return runpy.run_path(path, run_name=run_name)
+
+def compile_program(path: str) -> None:
+    """Parse a Python file once in the supervisor (parsing runs nothing), so each test child
+    only executes the code object instead of re-reading and re-compiling the source."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+        _COMPILED[path] = compile(fh.read(), path, "exec", dont_inherit=True)
+
+
+def _run_python_script(path: str, run_name: str) -> dict[str, Any]:
+    """Execute the program as a module named ``run_name`` (in the sandboxed child)."""
+    namespace: dict[str, Any] = {"__name__": run_name, "__file__": path, "__builtins__": __builtins__}
+    code = _COMPILED.get(path)
+    if code is None:
+        compile_program(path)
+        code = _COMPILED[path]
+    types.FunctionType(code, namespace)()
+    return namespace
 
 
 def _python_main(path: str) -> None:
@@ -297,11 +311,12 @@ class Supervisor:
             "to_child": extra[0][1] if extra_fds else None,
             "from_child": extra[1][0] if extra_fds > 1 else None,
             "start": time.monotonic(),
+            "pidfd": os.pidfd_open(pid),
         }
         return child
 
     def close_child(self, child: dict[str, Any]) -> None:
-        for key in ("stdin", "stdout", "stderr", "to_child", "from_child"):
+        for key in ("stdin", "stdout", "stderr", "to_child", "from_child", "pidfd"):
             fd = child.get(key)
             if fd is not None:
                 try:
@@ -356,14 +371,13 @@ class Supervisor:
                     exited_at = now
             if exited_at is not None and (not reads or now - exited_at > 0.05):
                 break
-            if not reads and not writes:
-                time.sleep(0.001)
-                continue
+            watch = reads + ([child["pidfd"]] if exited_at is None and child.get("pidfd") is not None else [])
             timeout = min(deadline - now, 0.05 if exited_at is None else 0.01)
             try:
-                r_ready, w_ready, _ = select.select(reads, writes, [], max(timeout, 0))
+                r_ready, w_ready, _ = select.select(watch, writes, [], max(timeout, 0))
             except InterruptedError:
                 continue
+            r_ready = [fd for fd in r_ready if fd != child.get("pidfd")]
             for fd in w_ready:
                 try:
                     written = os.write(fd, pending[: 1 << 16])
@@ -580,7 +594,13 @@ def serve_submission(ctl_fd: int, res_fd: int, setup: dict[str, Any], language: 
         with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(content)
         os.chmod(path, 0o644)
+    for name in [m for m in sys.modules if m.split(".")[0] in ("sandbox", "harness", "trainers")]:
+        del sys.modules[name]
     source = os.path.join(workdir, language.source)
+    if language.warm:
+        for name in setup["files"]:
+            if name.endswith(".py"):
+                compile_program(os.path.join(workdir, name))
     if language.compile:
         compiled = supervisor.compile(source)
         write_message(res_fd, {"compile": compiled.to_message()})

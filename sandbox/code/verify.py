@@ -92,7 +92,7 @@ def _checked_json(text: str) -> str:
     return text.strip()
 
 
-def _verdict(reason: str, start: float, program: str | None, detail: str = "", passed: int = 0, total: int = 0, first_failure: int | None = None, partial: bool = False) -> Verdict:
+def _verdict(reason: str, start: float, program: str | None, detail: str = "", passed: int = 0, total: int = 0, first_failure: int | None = None, partial: bool = False, elapsed_ms: float | None = None) -> Verdict:
     correct = reason == "ok" and passed == total and total > 0
     reward = 1.0 if correct else (passed / total if partial and total else 0.0)
     extracted = program if program is None or len(program) <= MAX_EXTRACTED_CHARS else program[:MAX_EXTRACTED_CHARS] + "..."
@@ -101,7 +101,7 @@ def _verdict(reason: str, start: float, program: str | None, detail: str = "", p
         reward=reward,
         reason=reason,
         extracted=extracted,
-        elapsed_ms=round((time.perf_counter() - start) * 1000, 3),
+        elapsed_ms=round(elapsed_ms if elapsed_ms is not None else (time.perf_counter() - start) * 1000, 3),
         verifier=CODE_VERIFIER,
         detail=detail,
         passed=passed,
@@ -195,7 +195,9 @@ class CodeGrader:
         except WorkerCrashed as exc:
             return {"reason": "sandbox_error", "detail": f"judge crashed: {exc}", "passed": 0}
 
-    def _finish(self, response: dict[str, Any], request: dict[str, Any], program: str | None, start: float, partial: bool) -> Verdict:
+    def _finish(self, response: dict[str, Any], request: dict[str, Any], program: str | None, start: float, partial: bool, prepared_ms: float = 0.0) -> Verdict:
+        """``elapsed_ms`` is preparation plus the judge's round trip (not queueing or start-up)."""
+        elapsed = prepared_ms + response["_elapsed_ms"] if "_elapsed_ms" in response else None
         return _verdict(
             response.get("reason", "sandbox_error"),
             start,
@@ -205,6 +207,7 @@ class CodeGrader:
             len(request["tests"]),
             response.get("first_failure"),
             partial,
+            elapsed,
         )
 
     def verify(self, completion: str, tests: Any, **options: Any) -> Verdict:
@@ -214,7 +217,8 @@ class CodeGrader:
         if done is not None:
             return done
         assert request is not None
-        return self._finish(self._run(request), request, program, start, partial)
+        prepared_ms = (time.perf_counter() - start) * 1000
+        return self._finish(self._run(request), request, program, start, partial, prepared_ms)
 
     def verify_batch(self, items: Iterable[Mapping[str, Any]], **options: Any) -> list[Verdict]:
         """Grade ``{"completion", "tests", "fn_name"?, "starter_code"?, ...}`` items in order."""
@@ -231,12 +235,12 @@ class CodeGrader:
             if done is not None:
                 results[index] = done
             else:
-                jobs.append((index, request, program, start, bool(merged.get("partial"))))
+                jobs.append((index, request, program, start, bool(merged.get("partial")), (time.perf_counter() - start) * 1000))
         if jobs:
             with ThreadPoolExecutor(max_workers=self.workers) as executor:
                 responses = list(executor.map(lambda job: self._run(job[1]), jobs))
-            for (index, request, program, start, partial), response in zip(jobs, responses):
-                results[index] = self._finish(response, request, program, start, partial)
+            for (index, request, program, start, partial, prepared_ms), response in zip(jobs, responses):
+                results[index] = self._finish(response, request, program, start, partial, prepared_ms)
         return [r for r in results if r is not None]
 
     def run_collect(self, program: str, tests: list[dict[str, Any]], fn_name: str | None, language: str = "python", limits: Any = None) -> list[dict[str, Any]]:

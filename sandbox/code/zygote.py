@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import os
 import select
-import shutil
 import signal
 import socket
-import tempfile
 from typing import Any
 
 from sandbox.code.isolation import (
@@ -32,8 +30,7 @@ from sandbox.code.isolation import (
 from sandbox.code.languages import Language, get_language
 from sandbox.code.limits import Limits
 from sandbox.code.runner import serve_submission
-from sandbox.pool import write_message
-from sandbox.wire import recv_json, send_json
+from sandbox.wire import recv_json, send_json, write_message
 
 
 def start_sandbox(setup: dict[str, Any], language: Language, isolated: bool) -> tuple[int, int, int]:
@@ -58,6 +55,8 @@ def start_sandbox(setup: dict[str, Any], language: Language, isolated: bool) -> 
                 build_root(default_layout(), limits.scratch_mb)
                 uid = SANDBOX_UID_BASE + os.getpid()
             else:
+                import tempfile
+
                 workdir = tempfile.mkdtemp(prefix="rlvr-unsafe-")
                 os.chmod(workdir, 0o755)
             supervisor = os.fork()
@@ -74,6 +73,8 @@ def start_sandbox(setup: dict[str, Any], language: Language, isolated: bool) -> 
             os.close(res_w)
             os.waitpid(supervisor, 0)
             if not isolated:
+                import shutil
+
                 shutil.rmtree(workdir, ignore_errors=True)
             code = 0
         except BaseException as exc:  # report, never raise out of a forked child
@@ -97,10 +98,23 @@ def _reap() -> None:
             return
 
 
+#: Standard-library modules programs commonly import, loaded once here so tests skip the import.
+PRELOAD = ("traceback", "linecache", "collections", "heapq", "bisect", "itertools", "functools", "math", "re", "string", "operator", "copy", "array", "random", "typing")
+
+
 def zygote_loop(sock: socket.socket, isolated: bool) -> None:
     """Serve the judge until the socket closes: ``{"setup": ...}`` starts a sandbox and returns
     its pipes and pidfd; ``{"reap": pid}`` collects an exited sandbox, so none stays a zombie."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    import gc
+
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    gc.collect()
+    gc.freeze()
     while True:
         ready, _, _ = select.select([sock], [], [], 5.0)
         if not ready:
