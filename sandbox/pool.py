@@ -26,10 +26,10 @@ __all__ = ["MAX_MESSAGE", "WorkerCrashed", "WorkerPool", "WorkerTimeout", "read_
 class Worker:
     """One worker process running ``python -m <module>``."""
 
-    def __init__(self, module: str, env: dict[str, str] | None = None):
+    def __init__(self, module: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()):
         self.module = module
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", module],
+            [sys.executable, "-m", module, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -96,13 +96,16 @@ class WorkerPool:
     hostile input costs one worker restart and never blocks other calls.
     """
 
-    def __init__(self, module: str, size: int = 2, startup_timeout: float = 60.0, env: dict[str, str] | None = None):
+    def __init__(self, module: str, size: int = 2, startup_timeout: float = 60.0, env: dict[str, str] | None = None, replacement_args: tuple[str, ...] = ()):
+        """``replacement_args`` go to workers started to replace a dead one (for example, to
+        skip a warm-up that would compete with a loaded pool)."""
         if size < 1:
             raise ValueError("a pool needs at least one worker")
         self.module = module
         self.size = size
         self.startup_timeout = startup_timeout
         self.env = env
+        self.replacement_args = replacement_args
         self.restarts = 0
         self.spawn_error: str | None = None
         self._idle: queue.LifoQueue[Worker] = queue.LifoQueue()
@@ -111,7 +114,7 @@ class WorkerPool:
         self._closed = False
         # Workers die with the thread that spawned them (PR_SET_PDEATHSIG is per thread), so
         # one long-lived spawner thread starts them all, whichever thread asks.
-        self._spawn_requests: queue.Queue[bool] = queue.Queue()
+        self._spawn_requests: queue.Queue[str] = queue.Queue()
         self._spawner = threading.Thread(target=self._spawn_loop, name=f"pool-spawner-{module}", daemon=True)
         self._spawner.start()
         for _ in range(size):
@@ -119,15 +122,15 @@ class WorkerPool:
 
     def _spawn_loop(self) -> None:
         failures = 0
-        while self._spawn_requests.get():
+        while request := self._spawn_requests.get():
             try:
-                worker = Worker(self.module, self.env)
+                worker = Worker(self.module, self.env, self.replacement_args if request == "replacement" else ())
             except OSError as exc:
                 failures += 1
                 self.spawn_error = f"cannot start {self.module}: {exc}"
                 if failures < 3:
                     time.sleep(0.2 * failures)
-                    self._spawn_requests.put(True)
+                    self._spawn_requests.put(request)
                 continue
             failures = 0
             self.spawn_error = None
@@ -138,8 +141,8 @@ class WorkerPool:
                 self._all.add(worker)
             self._idle.put(worker)
 
-    def _spawn(self) -> None:
-        self._spawn_requests.put(True)
+    def _spawn(self, replacement: bool = False) -> None:
+        self._spawn_requests.put("replacement" if replacement else "initial")
 
     def _retire(self, worker: Worker) -> None:
         worker.kill()
@@ -148,14 +151,18 @@ class WorkerPool:
             self.restarts += 1
             closed = self._closed
         if not closed:
-            self._spawn()
+            self._spawn(replacement=True)
 
     def _checkout(self) -> Worker:
         """An idle worker; fails fast when workers cannot be started at all."""
         deadline = time.monotonic() + self.startup_timeout
         while True:
             try:
-                return self._idle.get(timeout=0.1)
+                worker = self._idle.get(timeout=0.1)
+                if worker.proc.poll() is not None:  # died while idle (killed from outside)
+                    self._retire(worker)
+                    continue
+                return worker
             except queue.Empty:
                 with self._lock:
                     alive = len(self._all)
@@ -176,8 +183,12 @@ class WorkerPool:
             for w in workers:
                 self._idle.put(w)
 
-    def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Run one request; raises ``WorkerTimeout`` or ``WorkerCrashed`` (worker replaced)."""
+    def call(self, request: dict[str, Any], timeout: float, retry_crash: bool = True) -> dict[str, Any]:
+        """Run one request; raises ``WorkerTimeout`` or ``WorkerCrashed`` (worker replaced).
+
+        A worker that dies before answering (killed from outside, say) is replaced and the
+        request is tried once more on a fresh worker; a second crash is reported.
+        """
         if self._closed:
             raise RuntimeError("pool is closed")
         worker = self._checkout()
@@ -188,6 +199,8 @@ class WorkerPool:
             self._retire(worker)
             if isinstance(exc, WorkerTimeout):
                 raise
+            if retry_crash:
+                return self.call(request, timeout, retry_crash=False)
             raise WorkerCrashed(str(exc)) from exc
         self._idle.put(worker)
         return response
@@ -215,7 +228,7 @@ class WorkerPool:
             self._closed = True
             workers = list(self._all)
             self._all.clear()
-        self._spawn_requests.put(False)
+        self._spawn_requests.put("")
         for w in workers:
             w.shutdown()
 

@@ -139,7 +139,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         if compiled["compile"]["status"] != "ok":
             status = compiled["compile"]["status"]
             reason = "time_limit" if status == "tle" else "compile_error"
-            return {**reply, "reason": reason, "detail": "compiler: " + (compiled["compile"].get("stderr") or "").strip()[-500:]}
+            return {**reply, "reason": reason, "detail": "compiler: " + (compiled["compile"].get("stderr") or "").strip()[-500:], "compile": compiled["compile"], "results": []}
         for i, test in enumerate(tests):
             if time.monotonic() >= deadline:
                 reply.update(reason=reply.get("reason") or "time_limit", detail=f"submission exceeded {limits.total_s:g}s")
@@ -156,7 +156,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
             response = read_message(res_r, min(deadline + 5, time.monotonic() + limits.wall_s + 10))
             outcome = response["outcome"]
             if request.get("collect"):
-                results.append({"status": outcome["status"], "result": outcome.get("result"), "cpu_ms": outcome.get("cpu_ms"), "stderr": outcome.get("stderr", "")[-300:]})
+                results.append({key: outcome.get(key) for key in ("status", "result", "cpu_ms", "wall_ms", "stdout", "stderr", "exit_code", "signal")})
                 continue
             passed, reason, detail = judge_outcome(test, outcome, limits, nonces.get(i), request.get("oracle") or "exact")
             if passed:
@@ -171,7 +171,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     finally:
         _stop(sandbox)
     if request.get("collect"):
-        return {"results": results, "reason": "ok"}
+        return {"results": results, "reason": reply.get("reason", "ok"), "detail": reply.get("detail", ""), "compile": compiled.get("compile") if "compiled" in locals() else None}
     reply.setdefault("reason", "ok")
     if reply["reason"] == "ok" and reply["passed"] != len(tests):
         reply["reason"] = "sandbox_error"

@@ -243,6 +243,19 @@ class CodeGrader:
                 results[index] = self._finish(response, request, program, start, partial, prepared_ms)
         return [r for r in results if r is not None]
 
+    def run_program(self, program: str, stdin: str = "", language: str = "python", limits: Any = None) -> dict[str, Any]:
+        """Run a program once on ``stdin`` in the sandbox and report what happened (no grading):
+        ``{"compile": {...} | None, "run": {"status", "stdout", "stderr", "exit_code", "signal",
+        "cpu_ms", "wall_ms"} | None, "reason", "detail"}``. Backs the SandboxFusion endpoint."""
+        done, request, _ = self.prepare(None, [{"input": stdin, "output": ""}], language=language, limits=limits, program=program, stop_on_fail=False)
+        if request is None:
+            assert done is not None
+            return {"compile": {"status": "error", "stderr": done.detail} if done.reason == "compile_error" else None, "run": None, "reason": done.reason, "detail": done.detail}
+        request["collect"] = True
+        response = self._run(request)
+        results = response.get("results") or []
+        return {"compile": response.get("compile"), "run": results[0] if results else None, "reason": response.get("reason", "sandbox_error"), "detail": response.get("detail", "")}
+
     def run_collect(self, program: str, tests: list[dict[str, Any]], fn_name: str | None, language: str = "python", limits: Any = None) -> list[dict[str, Any]]:
         """Run a trusted program on test inputs and return raw outcomes (no comparison)."""
         done, request, _ = self.prepare(None, tests, fn_name=fn_name, language=language, limits=limits, program=program, stop_on_fail=False)

@@ -87,7 +87,7 @@ class MathGrader:
     def pool(self) -> WorkerPool:
         with self._lock:
             if self._pool is None:
-                self._pool = WorkerPool("sandbox.math.worker", self.workers)
+                self._pool = WorkerPool("sandbox.math.worker", self.workers, replacement_args=("--no-warm",))
             return self._pool
 
     def warm_up(self) -> None:

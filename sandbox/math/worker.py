@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import resource
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,8 @@ def main() -> None:
     signal.signal(signal.SIGPROF, _on_soft_timeout)
     import sandbox.math.symbolic  # noqa: F401  (pay the sympy import before saying ready)
 
-    serve(handle, idle_steps=_WARM_UP)
+    # A replacement for a killed worker joins a busy pool: it warms up by working instead.
+    serve(handle, idle_steps=None if "--no-warm" in sys.argv else _WARM_UP)
 
 
 def _warm_parser():

