@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands import demo, grade, serve
+from harness.commands import benchmarks, compare, demo, eval, grade, regrade, serve
 from harness.errors import UserError
 
 DESCRIPTION = """\
@@ -20,12 +20,16 @@ training and the grader of every evaluation.
 EPILOG = """\
 start here:
   rlvr demo                                   grade the shipped sample and print verdicts
+  rlvr eval --benchmarks gsm8k --limit 20     evaluate (embedded model by default)
+  rlvr benchmarks                             what can be evaluated
+  rlvr regrade results/RUN --grader math-verify   grading vs generation: re-grade stored samples
+  rlvr compare results/A results/B            paired difference with a 95% CI
   rlvr grade --kind math --input IN.jsonl --output OUT.jsonl
   rlvr serve --port 8000                      reward server for TRL, verl, OpenRLHF
   rlvr <command> --help                       every command explains its flags
 """
 
-COMMANDS = (grade, serve, demo)
+COMMANDS = (eval, regrade, compare, benchmarks, grade, serve, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

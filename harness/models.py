@@ -78,6 +78,9 @@ def resolve_model(model: str | None) -> tuple[str, str]:
     if model in (None, "", "embedded", EMBEDDED_NAME):
         return str(embedded_model_dir()), EMBEDDED_NAME
     path = Path(model).expanduser()
+    looks_like_path = model.startswith(("/", ".", "~")) or model.count("/") > 1
+    if looks_like_path and not path.exists():
+        raise UserError(f"cannot load model {model!r}: no such directory")
     if path.exists():
         if not (path / "config.json").exists():
             raise UserError(f"{model} is not a Hugging Face checkpoint directory (no config.json)")

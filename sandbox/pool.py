@@ -108,6 +108,7 @@ class WorkerPool:
         self.replacement_args = replacement_args
         self.restarts = 0
         self.spawn_error: str | None = None
+        self.owner_pid = os.getpid()
         self._idle: queue.LifoQueue[Worker] = queue.LifoQueue()
         self._all: set[Worker] = set()
         self._lock = threading.Lock()
@@ -223,7 +224,14 @@ class WorkerPool:
         with self._lock:
             return [w.proc.pid for w in self._all]
 
+    @property
+    def inherited(self) -> bool:
+        """True in a forked child: the workers and spawner thread belong to the parent."""
+        return os.getpid() != self.owner_pid
+
     def close(self) -> None:
+        if self.inherited:  # never shut down the parent's workers from a forked child
+            return
         with self._lock:
             self._closed = True
             workers = list(self._all)

@@ -22,7 +22,7 @@ from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
 KINDS = ("math", "code")
 MATH_OPTIONS = ("policy", "answer_type", "tolerance", "multiple", "extract", "max_distinct_boxes", "decimal_rel_tol", "rel_tol", "abs_tol", "sig_figs", "allow_complex", "strict_domain")
-CODE_OPTIONS = ("fn_name", "starter_code", "language", "limits", "partial", "oracle")
+CODE_OPTIONS = ("fn_name", "starter_code", "language", "limits", "partial", "oracle", "prelude", "postlude")
 
 
 class BadItem(ValueError):

@@ -13,11 +13,6 @@ from harness.benchmarks.evalplus import float_tolerance, inputs_of, oracle_of, r
 from sandbox import CodeGrader
 from sandbox.code.reference import differential_tests, expected_outputs
 
-# Inputs whose reference output exceeds the sandbox's 64 MiB cap on one return value:
-# combinations_with_replacement of 5 colours choose 77 (1,663,740 tuples, hundreds of MB) and
-# of 4 choose 77 (82,251 tuples of 77 strings, over 64 MiB as JSON).
-SKIP_INPUTS = {"Mbpp/255": {88, 103}}
-
 MUTATION = """
 
 _rlvr_reference = {name}
@@ -63,9 +58,7 @@ def grader():
 
 def check_problem(grader, row):
     program = reference_program(row)
-    inputs = inputs_of(row)
-    skip = SKIP_INPUTS.get(row["task_id"], set())
-    inputs = [args for i, args in enumerate(inputs) if i not in skip]
+    inputs = inputs_of(row)  # leaves out OVERSIZED_INPUTS
     expected = expected_outputs(program, inputs, row["entry_point"], grader)
     tests = differential_tests(inputs, expected)
     limits = {"float_abs_tol": float_tolerance(row), "total_s": min(900.0, sum(t["time_s"] for t in tests) + 10)}

@@ -1,5 +1,4 @@
 """Isolation claims, each checked with a hostile program and host-side facts after the run."""
-import json
 import os
 import secrets
 import subprocess

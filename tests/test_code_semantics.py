@@ -226,3 +226,39 @@ def test_submission_budget(grader):
     tests = [{"input": "", "output": "1"}] * 20
     verdict = grader.verify("import time\ntime.sleep(0.4)\nprint(1)\n", tests, limits={"time_s": 2, "total_s": 2})
     assert verdict.reason == "time_limit" and verdict.passed < 20
+
+
+# ---- prelude (a benchmark's implicit imports and helpers) ---------------------------------------
+TYPED = "```python\nclass Solution:\n    def total(self, nums: List[int]) -> int:\n        return sum(nums)\n```"
+TYPED_TESTS = [{"input": "[1, 2, 3]", "output": "6", "testtype": "functional"}]
+
+
+def test_prelude_supplies_imports_and_is_not_reported_as_the_model_program(grader):
+    bare = grader.verify(TYPED, TYPED_TESTS, fn_name="total")
+    assert bare.reason == "runtime_error" and "List" in bare.detail
+    helped = grader.verify(TYPED, TYPED_TESTS, fn_name="total", prelude="from typing import *")
+    assert helped.correct, helped.detail
+    assert "typing" not in helped.extracted
+
+
+def test_prelude_goes_after_future_imports(grader):
+    program = "```python\nfrom __future__ import annotations\nclass Solution:\n    def total(self, nums: List[int]) -> int:\n        return sum(nums)\n```"
+    verdict = grader.verify(program, TYPED_TESTS, fn_name="total", prelude="from typing import *")
+    assert verdict.correct, verdict.detail
+
+
+def _code_in_child(_):
+    from sandbox import verify_code
+
+    return verify_code("```python\nprint(int(input()) * 2)\n```", [{"input": "21\n", "output": "42\n"}]).correct
+
+
+def test_default_grader_works_in_a_forked_child_after_use_in_the_parent():
+    import multiprocessing
+
+    from sandbox import verify_code
+
+    assert verify_code("```python\nprint(1)\n```", [{"input": "", "output": "1\n"}]).correct
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        assert pool.map(_code_in_child, range(2)) == [True, True]
+    assert verify_code("```python\nprint(2)\n```", [{"input": "", "output": "2\n"}]).correct

@@ -110,6 +110,24 @@ def _verdict(reason: str, start: float, program: str | None, detail: str = "", p
     )
 
 
+def with_prelude(prelude: str, program: str, language: str) -> str:
+    """``prelude + program``: the imports and helpers a benchmark's own harness supplies (e.g.
+    LiveCodeBench's ``from typing import *`` block, LeetCode's ``ListNode``). Python
+    ``from __future__`` lines must stay first, so the prelude goes after them."""
+    head = ""
+    if language == "python":
+        lines = program.split("\n")
+        cut = 0
+        for number, line in enumerate(lines):
+            stripped = line.strip()
+            if stripped.startswith("from __future__ import"):
+                cut = number + 1
+            elif stripped and not stripped.startswith("#"):
+                break
+        head, program = "\n".join(lines[:cut]) + ("\n" if cut else ""), "\n".join(lines[cut:])
+    return head + prelude.rstrip("\n") + "\n" + program
+
+
 def judge_env() -> dict[str, str]:
     env = {k: os.environ[k] for k in JUDGE_ENV_KEYS if k in os.environ}
     env.setdefault("PATH", "/usr/bin:/bin")
@@ -132,6 +150,8 @@ class CodeGrader:
     @property
     def pool(self) -> WorkerPool:
         with self._lock:
+            if self._pool is not None and self._pool.inherited:
+                self._pool = None  # forked: the parent's workers are not ours to use
             if self._pool is None:
                 self._pool = WorkerPool("sandbox.code.judge", self.workers, env=judge_env())
             return self._pool
@@ -145,7 +165,7 @@ class CodeGrader:
                 self._pool.close()
                 self._pool = None
 
-    def prepare(self, completion: Any, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, stop_on_fail: bool | None = None, program: str | None = None, oracle: str = "exact") -> tuple[Verdict | None, dict[str, Any] | None, str | None]:
+    def prepare(self, completion: Any, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, stop_on_fail: bool | None = None, program: str | None = None, oracle: str = "exact", prelude: str | None = None, postlude: str | None = None) -> tuple[Verdict | None, dict[str, Any] | None, str | None]:
         start = time.perf_counter()
         try:
             if oracle not in ORACLES:
@@ -168,12 +188,18 @@ class CodeGrader:
         if lang.name == "python":
             if fn_name and starter_code and not defines(program, fn_name) and not defines(program, "Solution"):
                 program = starter_code.rstrip() + "\n" + program
+        shown = program
+        if prelude:
+            program = with_prelude(prelude, program, lang.name)
+        if postlude:
+            program = program.rstrip("\n") + "\n" + postlude
+        if lang.name == "python":
             try:
                 compile(program, "solution.py", "exec", dont_inherit=True)
             except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-                return _verdict("compile_error", start, program, f"{type(exc).__name__}: {exc}"[:300], total=len(normalized)), None, program
+                return _verdict("compile_error", start, shown, f"{type(exc).__name__}: {exc}"[:300], total=len(normalized)), None, shown
         if any(t["kind"] in ("call", "assert") for t in normalized) and not lang.functional:
-            return Verdict.bad_input(f"{lang.name} supports stdin tests only", CODE_VERIFIER), None, program
+            return Verdict.bad_input(f"{lang.name} supports stdin tests only", CODE_VERIFIER), None, shown
         request = {
             "language": lang.name,
             "program": program,
@@ -184,7 +210,7 @@ class CodeGrader:
             "unsafe": self.unsafe if unsafe is None else unsafe,
             "oracle": oracle,
         }
-        return None, request, program
+        return None, request, shown
 
     def _run(self, request: dict[str, Any]) -> dict[str, Any]:
         timeout = request["limits"]["total_s"] + request["limits"]["compile_time_s"] + 30
@@ -227,7 +253,7 @@ class CodeGrader:
         jobs = []
         for index, item in enumerate(items):
             start = time.perf_counter()
-            merged = {**options, **{k: item[k] for k in ("fn_name", "starter_code", "language", "limits", "partial", "program", "oracle") if k in item and item[k] is not None}}
+            merged = {**options, **{k: item[k] for k in ("fn_name", "starter_code", "language", "limits", "partial", "program", "oracle", "prelude", "postlude") if k in item and item[k] is not None}}
             if "tests" not in item:
                 results[index] = Verdict.bad_input("missing field 'tests'", CODE_VERIFIER)
                 continue
@@ -284,7 +310,7 @@ def default_code_grader() -> CodeGrader:
         return _default
 
 
-def verify_code(completion: str, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, oracle: str = "exact") -> Verdict:
+def verify_code(completion: str, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, oracle: str = "exact", prelude: str | None = None, postlude: str | None = None) -> Verdict:
     """Grade a completion's program against tests in the sandbox.
 
     ``tests``: LiveCodeBench rows ``{"input", "output", "testtype": "stdin"|"functional"}``
@@ -292,9 +318,11 @@ def verify_code(completion: str, tests: Any, *, fn_name: str | None = None, star
     ``{"testtype": "assert", "code"}`` rows. ``limits``: a ``Limits`` or a dict of its fields.
     ``partial``: reward is the pass fraction (all tests run) instead of all-or-nothing.
     ``oracle``: ``exact`` (default), ``set``, ``not_none`` or ``poly_root`` for functional tests.
+    ``prelude`` / ``postlude``: code placed before / after the program (the imports, helpers
+    and adapters a benchmark's own harness supplies, e.g. LeetCode's ``ListNode``).
     """
     return default_code_grader().verify(
-        completion, tests, fn_name=fn_name, starter_code=starter_code, language=language, limits=limits, partial=partial, unsafe=unsafe, oracle=oracle
+        completion, tests, fn_name=fn_name, starter_code=starter_code, language=language, limits=limits, partial=partial, unsafe=unsafe, oracle=oracle, prelude=prelude, postlude=postlude
     )
 
 

@@ -86,6 +86,8 @@ class MathGrader:
     @property
     def pool(self) -> WorkerPool:
         with self._lock:
+            if self._pool is not None and self._pool.inherited:
+                self._pool = None  # forked: the parent's workers are not ours to use
             if self._pool is None:
                 self._pool = WorkerPool("sandbox.math.worker", self.workers, replacement_args=("--no-warm",))
             return self._pool

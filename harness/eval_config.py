@@ -1,0 +1,87 @@
+"""``EvalConfig``: every setting of an evaluation run, as saved in ``config.yaml``."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.config import split_list
+from harness.errors import UserError
+
+BACKENDS = ("hf", "vllm", "openai")
+#: Settings that do not change any score: a resumed run may change them freely.
+NOT_SCORED = ("out", "progress", "batch_size", "concurrency", "workers", "api_key_env", "limit", "gpu_memory_utilization", "pass_k")
+
+
+@dataclass
+class EvalConfig:
+    """One evaluation: model x benchmarks under one protocol (template, sampling, backend)."""
+
+    model: str | None = None
+    benchmarks: Any = None
+    template: str = "qwen_math"
+    shots: int = 4
+    n: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    seed: int = 0
+    backend: str = "hf"
+    limit: int | None = None
+    out: str | None = None
+    batch_size: int = 16
+    dtype: str = "auto"
+    device: str = "auto"
+    max_model_len: int | None = None
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int = 8
+    gpu_memory_utilization: float = 0.85
+    workers: int | None = None
+    math_timeout: float = 1.0
+    code_limits: dict[str, Any] | None = None
+    fields: Any = None
+    kind: str | None = None
+    policy: str | None = None
+    pass_k: Any = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.benchmarks = split_list(self.benchmarks)
+        if not self.benchmarks:
+            raise UserError("no benchmarks: pass --benchmarks gsm8k,math500 (run `rlvr benchmarks` to list them)")
+        self.pass_k = [int(k) for k in split_list(self.pass_k)] or None
+        checks = [
+            (self.n >= 1, "--n must be at least 1"),
+            (self.temperature >= 0, "--temperature must be >= 0 (0 = greedy)"),
+            (0 < self.top_p <= 1, "--top-p must be in (0, 1]"),
+            (self.max_tokens >= 1, "--max-tokens must be at least 1"),
+            (self.limit is None or self.limit >= 1, "--limit must be at least 1"),
+            (self.batch_size >= 1, "--batch-size must be at least 1"),
+            (self.backend in BACKENDS, f"--backend must be one of {', '.join(BACKENDS)}"),
+            (self.math_timeout > 0, "--math-timeout must be positive"),
+            (self.kind in (None, "math", "code"), "--kind must be math or code"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(message)
+        for k in self.pass_k or []:
+            if k < 1 or k > self.n:
+                raise UserError(f"pass@{k} needs k between 1 and --n ({self.n}); raise --n or drop k={k}")
+
+    def run_dir(self) -> Path:
+        """``--out``, or a name built from the command so rerunning it resumes the same run."""
+        if self.out:
+            return Path(self.out)
+        model = Path(self.model).name if self.model else "smollm2-135m-instruct"
+        names = "+".join(Path(str(b)).name.split(".")[0] if not isinstance(b, dict) else str(b.get("name", "custom")) for b in self.benchmarks)
+        parts = [model, Path(self.template).stem, names, f"n{self.n}", f"t{self.temperature:g}"]
+        if self.limit:
+            parts.append(f"limit{self.limit}")
+        return Path("results") / re.sub(r"[^A-Za-z0-9_.+=-]+", "_", "-".join(parts))
+
+    def scored_settings(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {k: v for k, v in asdict(self).items() if k not in NOT_SCORED}

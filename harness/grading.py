@@ -1,0 +1,89 @@
+"""Grading benchmark problems with the sandbox verifiers: the one path evaluation and training share.
+
+``grading_item`` turns (problem, completion) into the same ``sandbox`` item the reward
+adapters and the reward server build, and ``EvalGrader.grade`` sends it through
+``GradingService.grade``: a trainer's reward and an evaluation's grade for the same completion
+come from the same function with the same settings.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+
+from harness.benchmarks.problems import Problem
+from harness.errors import UserError
+from sandbox.service import GradingService, Item, parse_item
+from sandbox.verdict import Verdict
+from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
+
+
+class EvalGrader:
+    """A grading service plus the benchmark-specific preparation of gold data (EvalPlus
+    expected outputs are computed once per problem, in the sandbox, and cached on disk)."""
+
+    def __init__(self, workers: int | None = None, math_timeout: float = 1.0, code_limits: dict[str, Any] | None = None):
+        self.math_timeout = math_timeout
+        self.code_limits = dict(code_limits or {})
+        self.service = GradingService(workers=workers, math_timeout=math_timeout, code_limits=self.code_limits or None)
+        self._gold: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def settings(self) -> dict[str, Any]:
+        """Everything about grading that can change a verdict (goes into the fingerprint)."""
+        return {"math_verifier": MATH_VERIFIER, "code_verifier": CODE_VERIFIER, "math_timeout_s": self.math_timeout, "code_limits": self.code_limits}
+
+    def gold(self, problem: Problem) -> dict[str, Any]:
+        with self._lock:
+            if problem.id not in self._gold:
+                gold = resolve_gold(problem, self.service)
+                if problem.kind == "code" and self.code_limits:
+                    gold["limits"] = {**self.code_limits, **(gold.get("limits") or {})}
+                self._gold[problem.id] = gold
+            return self._gold[problem.id]
+
+    def item(self, problem: Problem, completion: str, index: int = 0) -> Item:
+        return grading_item(problem, completion, index, self.gold(problem))
+
+    def grade(self, pairs: Sequence[tuple[Problem, str]]) -> list[Verdict]:
+        return self.service.grade([self.item(p, c, i) for i, (p, c) in enumerate(pairs)])
+
+    def same_answer(self, problem: Problem, a: str, b: str) -> bool:
+        """Are two extracted math answers equal under the problem's grading policy? (Used to
+        group votes for maj@k with the verifier's own notion of equivalence.)"""
+        if a == b:
+            return True
+        options = {k: v for k, v in problem.gold.items() if k in ("policy", "answer_type", "tolerance")}
+        item = parse_item({"kind": "math", "completion": f"\\boxed{{{a}}}", "answer": b, **options})
+        return self.service.grade([item])[0].correct
+
+    def close(self) -> None:
+        self.service.close()
+
+
+def grading_item(problem: Problem, completion: str, index: int = 0, gold: dict[str, Any] | None = None) -> Item:
+    """The sandbox item for one completion of one problem."""
+    payload = gold if gold is not None else problem.gold
+    if "differential" in payload:
+        raise ValueError(f"{problem.id}: resolve the EvalPlus gold first (EvalGrader.gold)")
+    return parse_item({"id": f"{problem.id}#{index}", "kind": problem.kind, "completion": completion, **payload}, index)
+
+
+def resolve_gold(problem: Problem, service: GradingService) -> dict[str, Any]:
+    """The gold payload ready for the verifier: EvalPlus rows get their expected outputs by
+    running the canonical solution in the sandbox (cached on disk by input hash)."""
+    gold = dict(problem.gold)
+    spec = gold.pop("differential", None)
+    if spec is None:
+        return gold
+    from sandbox.code.reference import ReferenceFailed, differential_tests, expected_outputs
+
+    try:
+        expected = expected_outputs(spec["reference"], spec["inputs"], gold["fn_name"], service.code)
+    except ReferenceFailed as exc:
+        raise UserError(f"{problem.id}: the reference solution failed in this sandbox ({exc}); report it with `rlvr --version`") from exc
+    tests = differential_tests(spec["inputs"], expected)
+    gold["tests"] = tests
+    limits = dict(gold.get("limits") or {})
+    limits.setdefault("total_s", min(900.0, sum(t["time_s"] for t in tests) + 10.0))
+    gold["limits"] = limits
+    return gold

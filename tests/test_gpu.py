@@ -1,0 +1,22 @@
+"""GPU checks (``-m gpu``; skipped by default). Each runs one prepared script from benchmarks/
+on a CUDA machine with vLLM installed and asserts it succeeds."""
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.gpu
+
+
+def _run(script: str, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    print(result.stdout[-4000:])
+    return result
+
+
+def test_vllm_and_hf_backends_agree_on_format():
+    result = _run("gpu_check_eval.py", "--prompts", "32", "--max-tokens", "64")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert '"rlvr_eval_vllm_rc": 0' in result.stdout
