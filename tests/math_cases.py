@@ -43,6 +43,11 @@ EXTRACTION = [
     ("", "4", False),
     (r"The answer is $\frac{1}{2}$", "0.5", True),
     (r"Thus, the value is $\boxed{\dfrac{14}{3}}$", r"\frac{14}{3}", True),
+    (boxed("2+4=6"), "6", True),
+    (boxed(r"3 \times 4 = 12"), "12", True),
+    ("5 + 1 = 6", "6", True, {"policy": "arith"}),
+    ("The answer is 9 - 3 = 6.", "6", True),
+    (boxed("2+2=5"), "4", False),
 ]
 
 EQUIVALENCE = [
@@ -218,6 +223,8 @@ REWARD_HACKING = [
     (boxed(r"\infty"), "5", False),
     (boxed("3 and 5"), "5", False),
     (r"\boxed{4} and again \boxed{4}", "4", True),
+    (boxed("4 = 5"), "4", False),
+    (boxed("4 = 2x"), "4", False),
 ]
 
 HOSTILE = [

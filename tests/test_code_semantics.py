@@ -32,6 +32,14 @@ def test_last_fenced_block_wins():
     assert extract_program(text, PY).strip() == "print(2)"
 
 
+def test_stray_empty_fence_before_a_tagged_block():
+    text = "```\n\n```python\ndef f(x):\n    return x + 1\n```\n\nThis uses ```python blocks."
+    assert extract_program(text, PY) == "def f(x):\n    return x + 1\n"
+    # a closing fence followed by a new tagged block is not a stray fence
+    two = "```python\na = 1\n```\n\n```python\nb = 2\n```"
+    assert extract_program(two, PY) == "b = 2\n"
+
+
 def test_untagged_block_and_other_language_blocks():
     assert extract_program("```\nprint(3)\n```", PY).strip() == "print(3)"
     assert extract_program("```cpp\nint main(){}\n```\n```python\nx=1\n```", PY).strip() == "x=1"

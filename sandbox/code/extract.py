@@ -6,8 +6,30 @@ import re
 
 from sandbox.code.languages import Language
 
-_FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.S | re.M)
-_OPEN_FENCE_RE = re.compile(r"^[ \t]*(`{3,})[ \t]*([\w+#.-]*)[^\n]*\n(.*)\Z", re.S | re.M)
+_FENCE_LINE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*$")
+
+
+def fenced_blocks(completion: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
+    """``([(tag, code), ...], unterminated)`` scanning line by line. A closing fence is a line of
+    only the opening fence's characters. An empty untagged fence followed by a tagged one
+    (models write "```" then "```python") counts as the tagged block."""
+    blocks: list[tuple[str, str]] = []
+    fence: str | None = None
+    tag = ""
+    lines: list[str] = []
+    for line in completion.split("\n"):
+        match = _FENCE_LINE_RE.match(line)
+        if fence is None:
+            if match:
+                fence, tag, lines = match.group(1), match.group(2).lower(), []
+        elif match and line.strip() == fence:
+            blocks.append((tag, "\n".join(lines) + "\n"))
+            fence = None
+        elif match and match.group(2) and not tag and not "".join(lines).strip():
+            fence, tag, lines = match.group(1), match.group(2).lower(), []
+        else:
+            lines.append(line)
+    return blocks, ((tag, "\n".join(lines)) if fence is not None else None)
 
 
 def extract_program(completion: str, language: Language) -> str | None:
@@ -17,14 +39,12 @@ def extract_program(completion: str, language: Language) -> str | None:
     else, for an unterminated last fence (a truncated completion), its contents; else the whole
     completion if it is a program on its own (Python: it parses; others: it has the markers).
     """
-    blocks = [(m.group(2).lower(), m.group(3)) for m in _FENCE_RE.finditer(completion)]
+    blocks, unterminated = fenced_blocks(completion)
     tagged = [code for tag, code in blocks if tag in language.fences or tag == ""]
     if tagged:
         return tagged[-1]
-    if not blocks:
-        opened = _OPEN_FENCE_RE.search(completion)
-        if opened and (opened.group(2).lower() in language.fences or opened.group(2) == ""):
-            return opened.group(3)
+    if not blocks and unterminated is not None and (unterminated[0] in language.fences or unterminated[0] == ""):
+        return unterminated[1]
     text = completion.strip("\n").rstrip()
     if not text.strip():
         return None

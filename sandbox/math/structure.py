@@ -74,6 +74,8 @@ Node = Leaf | Seq | Interval | Union | Matrix | PlusMinus | Assign
 MAX_ITEMS = 2000
 _THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _MATRIX_RE = re.compile(r"^\\begin\{(pmatrix|bmatrix|Bmatrix|vmatrix|Vmatrix|matrix|smallmatrix|array)\}(.*)\\end\{\1\}$", re.S)
+#: A side of an equation that is plain arithmetic on numbers (no variables): "2 + 4", "3 \\times 4".
+_ARITHMETIC_RE = re.compile(r"(?:[\d\s+\-*/^().,×÷·]|\\times|\\cdot|\\div|\\,|\\!)+")
 _NAME_RE = re.compile(r"^(?:[A-Za-z]|\\[a-zA-Z]+)(?:_\{?[A-Za-z0-9]+\}?)?'*$")
 _LIST_SEPARATORS = (",", ";", " and ", " or ", r"\text{and}", r"\text{or}")
 _MEMBERSHIP_RE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?|\\[a-zA-Z]+)\s*\\in\s*")
@@ -182,6 +184,8 @@ def _single(s: str) -> Node:
         return Assign(eq[0].replace("{", "").replace("}", ""), _single(eq[1]))
     if len(eq) > 2 and all(_NAME_RE.match(e) for e in eq[:-1]) and eq[-1]:
         return Assign(eq[-2].replace("{", "").replace("}", ""), _single(eq[-1]))
+    if len(eq) >= 2 and eq[-1].strip() and all(_ARITHMETIC_RE.fullmatch(e.strip()) and re.search(r"\d", e) for e in eq[:-1]):
+        return _single(eq[-1])  # "2+4=6": the worked arithmetic ends in the answer, its last side
     return Leaf(s)
 
 
