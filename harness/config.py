@@ -33,16 +33,17 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return {str(k).replace("-", "_"): v for k, v in data.items()}
 
 
-def resolve_config(cls: type[T], args: argparse.Namespace, presets: dict[str, dict[str, Any]] | None = None) -> T:
-    """``cls`` from defaults, then ``--config`` (a file or a preset name), then typed flags."""
-    values: dict[str, Any] = {}
+def resolve_config(cls: type[T], args: argparse.Namespace, presets: dict[str, dict[str, Any]] | None = None, defaults: dict[str, Any] | None = None, ignore: tuple[str, ...] = ()) -> T:
+    """``cls`` from its defaults, then command ``defaults``, then ``--config`` (a file or a
+    preset name), then typed flags. Flags named in ``ignore`` belong to the command itself."""
+    values: dict[str, Any] = dict(defaults or {})
     source = getattr(args, "config", None)
     if source:
         if presets and source in presets:
             values.update(presets[source])
         else:
             values.update(read_yaml(source))
-    flags = {k: v for k, v in vars(args).items() if k not in ("config", "func", "command") and not k.startswith("_")}
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "func", "command", *ignore) and not k.startswith("_")}
     values.update(flags)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)

@@ -21,9 +21,10 @@ from harness.errors import UserError
 from harness.eval_config import EvalConfig
 from harness.fingerprint import describe_backend, fingerprints, hardware, protocol_fields, versions
 from harness.grading import EvalGrader
-from harness.results import CONFIG, SUMMARY, SampleLog, read_samples, write_json
+from harness.results import CONFIG, SUMMARY, SampleLog, read_samples, rewrite_samples, write_json
 from harness.summary import benchmark_metrics, format_table
 from harness.templates import Prompt, Template, load_template, pick_shots, render
+from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
 
 @dataclass
@@ -114,6 +115,21 @@ def check_resume(run_dir: Path, cfg: EvalConfig) -> None:
         raise UserError(f"{run_dir} holds a run with other settings ({detail}); pass a new --out")
 
 
+def refresh_stale_verdicts(run_dir: Path, rows: list[dict[str, Any]], problems: dict[str, Problem], grader: EvalGrader) -> None:
+    """Samples graded by an older verifier version are graded again (never regenerated), so a
+    resumed run's summary describes one verifier."""
+    current = {"math": MATH_VERIFIER, "code": CODE_VERIFIER}
+    stale = [i for i, r in enumerate(rows) if r["id"] in problems and r.get("verifier") != current[problems[r["id"]].kind]]
+    if not stale:
+        return
+    versions_seen = sorted({str(rows[i].get("verifier")) for i in stale})
+    verdicts = grader.grade([(problems[rows[i]["id"]], rows[i]["completion"]) for i in stale])
+    for i, v in zip(stale, verdicts):
+        rows[i] = {**rows[i], "extracted": v.extracted, "correct": bool(v.correct), "reward": v.reward, "reason": v.reason, "detail": v.detail, "verifier": v.verifier}
+    rewrite_samples(run_dir, rows)
+    print(f"note: re-graded {len(stale)} stored samples graded by {', '.join(versions_seen)} with the current verifier")
+
+
 def _chunk_size(cfg: EvalConfig) -> int:
     return {"hf": cfg.batch_size, "vllm": max(256, cfg.batch_size), "openai": 4 * cfg.concurrency}[cfg.backend]
 
@@ -138,9 +154,15 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     model = resolve_run_model(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     dump_config(cfg, run_dir / CONFIG)
-    done = {(r["id"], r["sample_idx"]) for r in read_samples(run_dir, repair=True)}
+    stored = read_samples(run_dir, repair=True)
+    done = {(r["id"], r["sample_idx"]) for r in stored}
     todo = [(run, p, j) for run in runs for p in run.problems for j in range(cfg.n) if (p.id, j) not in done]
     grader = EvalGrader(cfg.workers, cfg.math_timeout, cfg.code_limits)
+    try:
+        refresh_stale_verdicts(run_dir, stored, {p.id: p for run in runs for p in run.problems}, grader)
+    except BaseException:
+        grader.close()
+        raise
     timings = {"model_load_s": 0.0, "generation_s": 0.0, "grading_s": 0.0, "samples_generated": len(todo), "samples_resumed": len(done), "tokens_generated": 0}
     try:
         if todo:
@@ -233,7 +255,7 @@ def summarize_run(cfg: EvalConfig, runs: list[BenchmarkRun], template: Template,
     for run in runs:
         ids = {p.id for p in run.problems}
         mine = [r for r in rows if r["id"] in ids and r["sample_idx"] < cfg.n]
-        metrics = benchmark_metrics(run.kind, [p.id for p in run.problems], mine, lambda pid, a, b: grader.same_answer(problems[pid], a, b), cfg.pass_k)
+        metrics = benchmark_metrics(run.kind, [p.id for p in run.problems], mine, lambda pid, a, b: grader.same_answer(problems[pid], a, b), cfg.pass_k, cfg.max_tokens)
         metrics.update(kind=run.kind, data_revision=revisions[run.name], fingerprint=prints["per_benchmark"][run.name])
         if run.notes:
             metrics["notes"] = run.notes

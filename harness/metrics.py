@@ -103,6 +103,19 @@ def pass_at_ks(outcomes: Sequence[Sequence[float]], ks: Sequence[int] | None = N
     return out
 
 
+def macro_average(per_benchmark: Sequence[Sequence[Sequence[float]]], replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> dict[str, object]:
+    """Mean of several benchmarks' mean@n (Dr. GRPO's "Avg" column) with a CI: each bootstrap
+    replicate resamples every benchmark independently (two-level) and averages the means."""
+    if not per_benchmark or any(not o for o in per_benchmark):
+        return {"value": None, "ci95": None}
+    value = float(np.mean([np.mean([np.mean(o) for o in outcomes]) for outcomes in per_benchmark]))
+    boots = []
+    for index, outcomes in enumerate(per_benchmark):
+        counts, sizes = _resampled_counts(outcomes, replicates, seed + index)
+        boots.append((counts / sizes).mean(axis=1))
+    return {"value": round(value, 6), "ci95": _interval(np.mean(boots, axis=0))}
+
+
 def majority_correct(clusters: Sequence[int], correct: Sequence[bool], subset: Sequence[int]) -> float:
     """Is the most voted answer cluster among ``subset`` correct? Ties split the credit evenly
     between the tied clusters (so maj@k does not depend on sample order). Samples without an

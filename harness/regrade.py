@@ -17,7 +17,7 @@ from typing import Any
 from harness.config import read_yaml
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
-from harness.results import CONFIG, SAMPLES, SUMMARY, read_samples, read_summary, write_json
+from harness.results import CONFIG, SAMPLES, SUMMARY, read_samples, read_summary, rewrite_samples, write_json
 
 GRADERS = ("ours", "math-verify")
 
@@ -115,12 +115,7 @@ def _rewrite(run_dir: Path, cfg: EvalConfig, runs: list[Any], rows: list[dict[st
     from harness.templates import load_template
 
     updated = {(r["id"], r["sample_idx"]): {**r, **n} for r, n in zip(rows, new) if n is not None}
-    path = run_dir / SAMPLES
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for r in read_samples(run_dir):
-            fh.write(json.dumps(updated.get((r["id"], r["sample_idx"]), r), ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    rewrite_samples(run_dir, [updated.get((r["id"], r["sample_idx"]), r) for r in read_samples(run_dir)])
     old = read_summary(run_dir) or {}
     evaluator = EvalGrader(cfg.workers, cfg.math_timeout, cfg.code_limits)
     try:

@@ -56,6 +56,18 @@ class SampleLog:
         self._fh.close()
 
 
+def rewrite_samples(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Replace ``samples.jsonl`` atomically (a kill leaves the old or the new file, whole)."""
+    path = Path(run_dir) / SAMPLES
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
 def write_json(path: Path, data: Any) -> None:
     """Atomic write (a reader never sees half a summary)."""
     tmp = path.with_name(path.name + ".tmp")

@@ -2,8 +2,10 @@
 
 ``benchmarks.<name>`` in ``summary.json`` holds: ``n_problems``, ``n_samples``,
 ``mean_at_n`` {value, ci95}, ``pass_at_k`` {"k": {value, ci95}}, ``maj_at_k`` (math only),
-``truncation_rate``, ``no_answer_rate``, ``timeout_rate``, ``grader_error_rate`` and
-``length`` (tokens, for correct / incorrect / all samples). These names are a contract.
+``truncation_rate``, ``no_answer_rate``, ``timeout_rate``, ``grader_error_rate``, ``answer_rate``,
+``length`` (tokens, for correct / incorrect / all samples), ``length_histogram`` (20 bins over
+the token budget, correct vs incorrect) and ``reflection`` (self-reflection keyword rates, see
+``harness.reflection``). These names are a contract: leaderboards are built from them alone.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections import defaultdict
 from typing import Any, Callable, Sequence
 
 from harness.metrics import bootstrap_mean, length_stats, maj_at_k_problem, mean_at_n, pass_at_ks
+from harness.reflection import reflection_rates
 
 NO_ANSWER = {"no_answer", "no_code"}
 TIMEOUT = {"timeout"}  # the math grader hit its deadline (a code time_limit is the program's)
@@ -46,7 +49,23 @@ def maj_ks(n: int) -> list[int]:
     return ks + ([n] if n not in ks else [])
 
 
-def benchmark_metrics(kind: str, problem_ids: Sequence[str], rows: Sequence[dict[str, Any]], same_answer: Callable[[str, str, str], bool] | None = None, pass_k: Sequence[int] | None = None) -> dict[str, Any]:
+def length_histogram(rows: Sequence[dict[str, Any]], max_tokens: int | None, bins: int = 20) -> dict[str, Any]:
+    """Token-length counts for correct and incorrect samples on fixed bins over the budget."""
+    lengths = [r["n_tokens"] for r in rows if r.get("n_tokens") is not None]
+    top = max_tokens or max(lengths, default=1)
+    edges = [round(top * i / bins, 2) for i in range(bins + 1)]
+
+    def counts(values: list[int]) -> list[int]:
+        out = [0] * bins
+        for v in values:
+            out[min(bins - 1, int(v * bins / top)) if top else 0] += 1
+        return out
+
+    return {"edges": edges, "correct": counts([r["n_tokens"] for r in rows if r["correct"] and r.get("n_tokens") is not None]),
+            "incorrect": counts([r["n_tokens"] for r in rows if not r["correct"] and r.get("n_tokens") is not None])}
+
+
+def benchmark_metrics(kind: str, problem_ids: Sequence[str], rows: Sequence[dict[str, Any]], same_answer: Callable[[str, str, str], bool] | None = None, pass_k: Sequence[int] | None = None, max_tokens: int | None = None) -> dict[str, Any]:
     """Metrics for one benchmark. ``same_answer(problem_id, a, b)`` groups votes for maj@k."""
     by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -68,11 +87,14 @@ def benchmark_metrics(kind: str, problem_ids: Sequence[str], rows: Sequence[dict
         "no_answer_rate": _rate(flat, lambda r: r.get("reason") in NO_ANSWER),
         "timeout_rate": _rate(flat, lambda r: r.get("reason") in TIMEOUT),
         "grader_error_rate": _rate(flat, lambda r: r.get("reason") in GRADER_ERROR),
+        "answer_rate": _rate(flat, lambda r: r.get("reason") not in NO_ANSWER),
         "length": {
             "correct": length_stats([r["n_tokens"] for r in flat if r["correct"] and r.get("n_tokens") is not None]),
             "incorrect": length_stats([r["n_tokens"] for r in flat if not r["correct"] and r.get("n_tokens") is not None]),
             "all": length_stats([r["n_tokens"] for r in flat if r.get("n_tokens") is not None]),
         },
+        "length_histogram": length_histogram(flat, max_tokens),
+        "reflection": reflection_rates(r.get("completion") or "" for r in flat),
         "reasons": dict(sorted(_count(r.get("reason") for r in flat).items())),
     }
     if kind == "math" and same_answer is not None and groups:

@@ -173,3 +173,17 @@ def test_resume_refuses_other_settings(run_a):
     out, _ = run_a
     result = rlvr("eval", "--benchmarks", "gsm8k,humanevalplus", "--template", "r1", *SMALL, "--out", str(out))
     assert result.returncode == 2 and "template: 'qwen_math' -> 'r1'" in result.stderr
+
+
+def test_resume_regrades_samples_from_an_older_verifier(tmp_path):
+    out = tmp_path / "stale"
+    args = ["eval", "--benchmarks", "gsm8k", "--limit", "2", "--max-tokens", "16", "--no-progress", "--out", str(out)]
+    assert rlvr(*args).returncode == 0
+    original = samples(out)
+    tampered = [{**r, "verifier": "rlvr-math@0.0.1", "correct": not r["correct"], "reason": "tampered"} for r in original]
+    (out / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tampered))
+    again = rlvr(*args)
+    assert again.returncode == 0 and "re-graded 2 stored samples graded by rlvr-math@0.0.1" in again.stdout
+    restored = samples(out)
+    assert [(r["correct"], r["reason"], r["verifier"], r["completion"]) for r in restored] == [(r["correct"], r["reason"], r["verifier"], r["completion"]) for r in original]
+    assert summary(out)["timings"]["samples_generated"] == 0

@@ -5,6 +5,7 @@
 2. Evaluates the embedded model (SmolLM2-135M-Instruct) on small slices of GSM8K, MATH500 and
    HumanEval+ with ``rlvr eval`` and prints the table with 95% CIs. The run directory resumes,
    so a second ``make demo`` is instant.
+3. Builds the leaderboard of the demo runs (Markdown, CSV and a self-contained HTML page).
 """
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ def evaluate_embedded(args: argparse.Namespace) -> None:
         out = Path(args.results) / f"smollm2-135m-instruct-chat-{benchmarks.replace(',', '+')}-limit{limit}"
         cfg = EvalConfig(benchmarks=benchmarks, template="chat", limit=limit, max_tokens=max_tokens, out=str(out))
         print_summary(run_eval(cfg), out)
+    from harness.leaderboard.build import build_leaderboard
+
+    board = Path(args.results) / "leaderboard"
+    info = build_leaderboard(Path(args.results), board)
+    print(f"\nleaderboard of {info['runs']} demo runs: {board}/README.md and {board}/index.html (open it in a browser)")
 
 
 def show_grading(timeout: float) -> None:

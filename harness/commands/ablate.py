@@ -1,0 +1,83 @@
+"""``rlvr ablate templates|prior``: the template ablation and the base-model prior report."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.commands.eval import add_protocol_flags
+from harness.config import resolve_config, split_list
+from harness.errors import UserError
+from harness.eval_config import EvalConfig
+
+S = argparse.SUPPRESS
+OWN = ("ablation", "templates", "results", "name", "compare_model")
+
+EPILOG_TEMPLATES = """\
+Runs one `rlvr eval` per model x template under otherwise identical settings and prints the table
+in the shape of Dr. GRPO's Table 1 (rows model x template, columns benchmarks + average, mean@n
+with 95% CIs), the best template per model marked. Cells are ordinary run directories under
+RESULTS/NAME/ (resumable, re-gradable, picked up by `rlvr leaderboard`), with manifest.json,
+table.md and table.csv beside them.
+
+examples:
+  rlvr ablate templates --benchmarks arith,gsm8k --limit 50 --n 4 --temperature 0.7
+  rlvr ablate templates --model Qwen/Qwen2.5-Math-1.5B --backend vllm --max-tokens 3000 \\
+      --benchmarks aime2024,amc2023,math500,minerva_math,olympiadbench --templates fewshot,r1,qwen_math,no_template
+"""
+
+EPILOG_PRIOR = """\
+What the base model can already do, per template: answer-format rate (responses with an
+extractable answer), pass@k for k = 1..n, self-reflection keyword rates (Dr. GRPO's list and
+our reconstruction of SRPO's recheck / hesitation / exploration categories), response lengths of
+correct vs incorrect answers. With --compare-model (e.g. the checkpoint after RL) both models
+side by side and the paired gain, so the RL gain is separated from the prior. Defaults here:
+--n 8 --temperature 0.6 (sampling is what makes pass@k mean something). Writes prior.md,
+prior.json, prior.svg and one run directory per cell.
+
+examples:
+  rlvr ablate prior --benchmarks arith --limit 50
+  rlvr ablate prior --model base/ --compare-model results/drgrpo-run/checkpoint-final --benchmarks arith,gsm8k
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ablate", help="template ablation and base-model prior report", description="Ablations as ordinary evaluation runs.")
+    kinds = p.add_subparsers(dest="ablation", metavar="<ablation>")
+    t = kinds.add_parser("templates", help="one evaluation per template: Dr. GRPO's Table 1", epilog=EPILOG_TEMPLATES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_protocol_flags(t)
+    t.add_argument("--templates", default="qwen_math,r1,no_template,fewshot,chat", help="comma-separated templates (default: all five built-ins)")
+    pr = kinds.add_parser("prior", help="base-model prior: answer rate, pass@k curve, reflection keywords, lengths", epilog=EPILOG_PRIOR, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_protocol_flags(pr)
+    pr.add_argument("--compare-model", dest="compare_model", default=None, help="a second model (e.g. after RL) shown side by side")
+    pr.add_argument("--templates", default="qwen_math,r1,no_template", help="comma-separated templates (default: Dr. GRPO's three)")
+    for q in (t, pr):
+        q.add_argument("--results", default="results", help="where the ablation folder goes (default results/)")
+        q.add_argument("--name", default=None, help="ablation folder name (default: ablate-<kind>-<model>)")
+        q.set_defaults(func=run)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.ablations import ablate_prior, ablate_templates
+
+    models = split_list(getattr(args, "model", None)) or [None]
+    args_model = getattr(args, "model", None)
+    if args_model is not None:
+        del args.model
+    defaults = {"benchmarks": None}
+    if args.ablation == "prior":
+        defaults.update(n=8, temperature=0.6)
+    base = resolve_config(EvalConfig, args, defaults=defaults, ignore=OWN)
+    if base.template != "qwen_math" or base.out:
+        raise UserError("ablations choose the template and output folders themselves: use --templates and --results/--name")
+    templates = split_list(args.templates)
+    if args.ablation == "templates":
+        result = ablate_templates(base, models, templates, Path(args.results), args.name)
+        print("\n" + result["markdown"])
+    else:
+        if args.compare_model:
+            models = models[:1] + [args.compare_model]
+        result = ablate_prior(base, models, templates, Path(args.results), args.name)
+        print("\n" + result["markdown"])
+    print(f"\n-> {result['folder']}")
+    return 0

@@ -1,0 +1,1 @@
+"""Leaderboards built from a directory of run summaries (tables per protocol, plots, HTML)."""

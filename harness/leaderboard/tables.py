@@ -1,0 +1,163 @@
+"""Leaderboard tables from a directory of runs: one table per protocol fingerprint.
+
+Two numbers share a table only if everything that changes scores except the model is equal
+(``protocol_fingerprint``) and, within a column, the evaluated problems are equal (the
+per-benchmark fingerprint). ``mix=True`` puts every run in one table and shows the protocol
+fields that differ as columns instead.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROTOCOL_COLUMNS = {
+    "template.name": "template",
+    "sampling.n": "n",
+    "sampling.temperature": "temperature",
+    "sampling.top_p": "top_p",
+    "sampling.max_tokens": "max_tokens",
+    "sampling.seed": "seed",
+    "backend.backend": "backend",
+    "backend.dtype": "dtype",
+    "backend.version": "engine",
+    "grading.math_verifier": "math verifier",
+    "grading.code_verifier": "code verifier",
+}
+
+
+@dataclass
+class Run:
+    path: Path
+    summary: dict[str, Any]
+
+    @property
+    def model(self) -> str:
+        return self.summary["model"]["name"]
+
+    @property
+    def protocol(self) -> dict[str, Any]:
+        return flatten(self.summary.get("protocol", {}))
+
+
+@dataclass
+class Table:
+    key: str
+    protocol: dict[str, Any]
+    columns: list[tuple[str, str]]  # (label, benchmark)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    differing: list[str] = field(default_factory=list)  # display names of protocol fields (mixed tables)
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): data}
+
+
+def collect_runs(results: Path) -> tuple[list[Run], list[str]]:
+    """Every run directory under ``results`` (any depth) with a readable summary."""
+    runs, problems = [], []
+    for path in sorted(Path(results).rglob("summary.json")):
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+            if "benchmarks" in summary and "protocol_fingerprint" in summary:
+                runs.append(Run(path.parent, summary))
+        except (OSError, ValueError) as exc:
+            problems.append(f"skipped {path}: {exc}")
+    return runs, problems
+
+
+def _data_key(bench: dict[str, Any]) -> str | None:
+    """Which problems a cell covers: the data revision (the fingerprint for older summaries)."""
+    return bench.get("data_revision") or bench.get("fingerprint")
+
+
+def _columns(runs: list[Run]) -> tuple[list[tuple[str, str]], dict[tuple[str, str], str]]:
+    """Column per (benchmark, data revision); labels disambiguate same-name columns (e.g. two
+    different --limit slices of one benchmark)."""
+    seen: dict[str, list[str]] = {}
+    for run in runs:
+        for name, bench in run.summary["benchmarks"].items():
+            prints = seen.setdefault(name, [])
+            if _data_key(bench) not in prints:
+                prints.append(_data_key(bench))
+    columns, label_of = [], {}
+    for name, prints in seen.items():
+        for index, fp in enumerate(prints):
+            label = name if len(prints) == 1 else f"{name} #{index + 1}"
+            columns.append((label, name))
+            label_of[(name, fp)] = label
+    return columns, label_of
+
+
+def _row(run: Run, label_of: dict[tuple[str, str], str], root: Path) -> dict[str, Any]:
+    cells = {}
+    for name, bench in run.summary["benchmarks"].items():
+        cells[label_of[(name, _data_key(bench))]] = bench
+    values = [c["mean_at_n"]["value"] for c in cells.values() if c["mean_at_n"]["value"] is not None]
+    return {
+        "model": run.model,
+        "run": run.path.name,
+        "link": str(run.path.relative_to(root)) if run.path.is_relative_to(root) else str(run.path),
+        "cells": cells,
+        "average": sum(values) / len(values) if values else None,
+        "summary": run.summary,
+    }
+
+
+def build_tables(runs: list[Run], root: Path, mix: bool = False) -> list[Table]:
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault("mixed" if mix else run.summary["protocol_fingerprint"], []).append(run)
+    tables = []
+    for key, members in groups.items():
+        columns, label_of = _columns(members)
+        protocols = [m.protocol for m in members]
+        differing = [name for k, name in PROTOCOL_COLUMNS.items() if len({json.dumps(p.get(k)) for p in protocols}) > 1] if mix else []
+        table = Table(key, protocols[0] if not mix else {}, columns, differing=differing)
+        table.rows = [_row(m, label_of, root) for m in members]
+        full = len(columns)
+        table.rows.sort(key=lambda r: (len(r["cells"]) < full, -(r["average"] if r["average"] is not None else -1), r["model"]))
+        for rank, row in enumerate(table.rows, 1):
+            row["rank"] = rank
+            row["complete"] = len(row["cells"]) == full
+        tables.append(table)
+    tables.sort(key=lambda t: (-len(t.rows), t.key))
+    return tables
+
+
+def protocol_values(summary: dict[str, Any]) -> dict[str, Any]:
+    """Display name -> value of the protocol fields a mixed table can show."""
+    flat = flatten(summary.get("protocol", {}))
+    return {name: flat.get(key) for key, name in PROTOCOL_COLUMNS.items()}
+
+
+def describe_protocol(protocol: dict[str, Any]) -> str:
+    """One line: template, sampling, engine, verifiers."""
+    if not protocol:
+        return "runs under different protocols (differing settings shown as columns)"
+    get = protocol.get
+    sampling = "greedy" if not get("sampling.temperature") else f"T={get('sampling.temperature')}, top_p={get('sampling.top_p')}"
+    return (f"template {get('template.name')}, n={get('sampling.n')}, {sampling}, max_tokens={get('sampling.max_tokens')}, seed={get('sampling.seed')}, "
+            f"{get('backend.backend')} {get('backend.dtype')} ({get('backend.version')}), {get('grading.math_verifier')}, {get('grading.code_verifier')}")
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def cell_text(bench: dict[str, Any] | None) -> str:
+    """``mean [lo, hi]`` plus ``pass@n`` when there are several samples per problem."""
+    if not bench:
+        return "-"
+    m = bench["mean_at_n"]
+    text = f"{pct(m['value'])} [{pct(m['ci95'][0])}, {pct(m['ci95'][1])}]" if m["ci95"] else pct(m["value"])
+    ks = sorted(bench.get("pass_at_k") or {}, key=int)
+    if ks and ks[-1] != "1":
+        text += f" · pass@{ks[-1]} {pct(bench['pass_at_k'][ks[-1]]['value'])}"
+    return text

@@ -1,0 +1,138 @@
+"""Leaderboards from a results directory holding two protocols: separate tables (or one with
+--mix), Markdown/CSV linked to the runs, and the HTML page checked in a real headless Chromium
+(no console errors, expected rows, sorting, plots rendered; a screenshot is kept)."""
+import csv
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from eval_helpers import rlvr
+from harness.errors import UserError
+from harness.fingerprint import fingerprints, protocol_fields
+from harness.leaderboard.build import build_leaderboard
+from harness.summary import benchmark_metrics
+
+ARTIFACTS = Path(os.environ.get("RLVR_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+
+
+def fake_run(folder: Path, model: str, template: str, n: int, accuracy: dict[str, float], seed: int = 0) -> Path:
+    """A run directory whose summary comes from the real metric code on synthetic samples."""
+    rng = random.Random(seed)
+    protocol = protocol_fields({"name": template, "hash": template[:4], "stop": [], "shots": 0},
+                               {"n": n, "temperature": 0.7, "top_p": 1.0, "max_tokens": 64, "seed": 0, "max_model_len": None},
+                               {"backend": "hf", "version": "test", "dtype": "float32"}, {"math_verifier": "rlvr-math@x", "code_verifier": "rlvr-code@x"})
+    benches, revisions = {}, {}
+    for bench, p in accuracy.items():
+        ids = [f"{bench}/{i}" for i in range(30)]
+        rows = [{"id": pid, "sample_idx": j, "correct": (ok := rng.random() < p), "reward": float(ok), "reason": "ok" if ok else "wrong_answer",
+                 "finish_reason": "length" if rng.random() < 0.1 else "stop", "n_tokens": rng.randint(5, 64), "extracted": "1" if ok else "2",
+                 "completion": "wait, let me recheck" if rng.random() < 0.2 else "done"} for pid in ids for j in range(n)]
+        benches[bench] = benchmark_metrics("math", ids, rows, lambda pid, a, b: a == b, max_tokens=64)
+        revisions[bench] = f"rev-{bench}"
+    prints = fingerprints(protocol, revisions)
+    for bench in benches:
+        benches[bench].update(fingerprint=prints["per_benchmark"][bench], data_revision=revisions[bench])
+    run = folder / f"{model}-{template}"
+    run.mkdir(parents=True)
+    summary = {"fingerprint": prints["fingerprint"], "protocol_fingerprint": prints["protocol_fingerprint"], "protocol": protocol,
+               "model": {"name": model, "path": model, "weights_hash": None}, "versions": {"rlvr": "test"}, "timings": {}, "benchmarks": benches}
+    (run / "summary.json").write_text(json.dumps(summary))
+    (run / "config.yaml").write_text(f"model: {model}\ntemplate: {template}\n")
+    return run
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    root = tmp_path_factory.mktemp("board")
+    results = root / "results"
+    fake_run(results, "alpha", "qwen_math", 4, {"arith": 0.7, "gsm8k": 0.2}, 1)
+    fake_run(results, "beta", "qwen_math", 4, {"arith": 0.3, "gsm8k": 0.4}, 2)
+    fake_run(results, "gamma", "qwen_math", 4, {"arith": 0.9, "gsm8k": 0.6}, 3)
+    fake_run(results, "alpha", "r1", 4, {"arith": 0.4, "gsm8k": 0.1}, 4)
+    fake_run(results / "nested", "beta", "r1", 4, {"arith": 0.5, "gsm8k": 0.3}, 5)
+    out = root / "leaderboards"
+    info = build_leaderboard(results, out)
+    return results, out, info
+
+
+def test_two_protocols_give_two_ranked_tables(board):
+    results, out, info = board
+    assert info["runs"] == 5 and info["tables"] == 2
+    assert set(info["plots"]) == {"passk", "templates", "lengths", "rates"}
+    text = (out / "README.md").read_text()
+    assert text.count("## Protocol") == 2
+    first = text.split("## Protocol")[1]
+    assert first.index("[gamma]") < first.index("[alpha]") < first.index("[beta]")  # ranked by average
+    assert "template qwen_math, n=4" in first and "pass@4" in first
+    for link in __import__("re").findall(r"\]\(([^)]+summary\.json)\)", text):
+        assert (out / link).resolve().exists(), link
+
+
+def test_csv_rows_carry_protocol_and_ci(board):
+    _, out, _ = board
+    rows = list(csv.DictReader((out / "leaderboard.csv").open()))
+    assert len(rows) == 5 * 2
+    assert {r["template"] for r in rows} == {"qwen_math", "r1"}
+    for r in rows:
+        assert float(r["ci95_lo"]) <= float(r["mean_at_n"]) <= float(r["ci95_hi"])
+        assert r["k"] == "4" and r["protocol_fingerprint"]
+
+
+def test_mix_puts_everything_in_one_table_with_differing_settings(board, tmp_path):
+    results, _, _ = board
+    info = build_leaderboard(results, tmp_path / "mixed", mix=True, plots=False)
+    assert info["tables"] == 1
+    text = (tmp_path / "mixed" / "README.md").read_text()
+    assert "| # | Model | template | arith | gsm8k | Avg |" in text
+
+
+def test_errors_are_one_line(tmp_path):
+    with pytest.raises(UserError, match="no run summaries"):
+        build_leaderboard(tmp_path, tmp_path / "out")
+    result = rlvr("leaderboard", "--results", str(tmp_path / "missing"))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_page_in_headless_chromium(board):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Debian chromium is not installed (`apt-get install chromium`; .ci/run does it)")
+    _, out, _ = board
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        problems = []
+        page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+        page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+        page.goto((out / "index.html").as_uri())
+        page.wait_for_load_state("load")
+        assert problems == []
+        tables = page.query_selector_all("table.board")
+        assert len(tables) == 2
+        first_models = lambda: [c.inner_text().split("\n")[0] for c in tables[0].query_selector_all("tbody tr td:nth-child(2) strong")]  # noqa: E731
+        assert first_models() == ["gamma", "alpha", "beta"]
+        arith = tables[0].query_selector("thead th:nth-child(3)")
+        assert arith.inner_text().strip() == "arith"
+        arith.click()  # descending by arith accuracy
+        by_arith = first_models()
+        arith.click()  # ascending
+        assert first_models() == list(reversed(by_arith))
+        tables[0].query_selector("thead th:nth-child(2)").click()  # by model name, descending
+        assert first_models() == ["gamma", "beta", "alpha"]
+        figures = page.query_selector_all("figure svg")
+        assert len(figures) == 4
+        for svg in figures:
+            box = svg.bounding_box()
+            assert box and box["width"] > 200 and box["height"] > 100
+        assert page.query_selector_all("figure svg path")  # drawn, not empty
+        page.screenshot(path=str(ARTIFACTS / "leaderboard.png"), full_page=True)
+        browser.close()
+    assert (ARTIFACTS / "leaderboard.png").stat().st_size > 10_000
