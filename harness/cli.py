@@ -26,6 +26,7 @@ start here:
   rlvr compare results/A results/B            paired difference with a 95% CI
   rlvr ablate templates --benchmarks arith    Dr. GRPO's template table (also: rlvr ablate prior)
   rlvr leaderboard                            results/ -> leaderboards/ (Markdown, CSV, HTML)
+  rlvr train drgrpo --config cpu-demo         reference trainers (grpo, drgrpo, dapo, srpo, randopt, corp)
   rlvr grade --kind math --input IN.jsonl --output OUT.jsonl
   rlvr serve --port 8000                      reward server for TRL, verl, OpenRLHF
   rlvr <command> --help                       every command explains its flags
@@ -44,7 +45,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     for module in COMMANDS:
         module.register(sub)
+    for module in plugin_commands():
+        module.register(sub)
     return parser
+
+
+def plugin_commands() -> list:
+    """Command modules other packages register in the ``rlvr.commands`` entry-point group
+    (the trainers add ``rlvr train``); the harness never imports them by name."""
+    from importlib.metadata import entry_points
+
+    modules = []
+    for entry in entry_points(group="rlvr.commands"):
+        try:
+            modules.append(entry.load())
+        except ImportError as exc:
+            print(f"rlvr: command {entry.name!r} unavailable ({exc})", file=sys.stderr)
+    return modules
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -225,6 +225,13 @@ REWARD_HACKING = [
     (r"\boxed{4} and again \boxed{4}", "4", True),
     (boxed("4 = 5"), "4", False),
     (boxed("4 = 2x"), "4", False),
+    # arith: the task is the computation, so echoing it is not an answer
+    ("5 + 3", "8", False, {"policy": "arith"}),
+    (boxed("5+3"), "8", False, {"policy": "arith"}),
+    ("x = 5 + 3", "8", False, {"policy": "arith"}),
+    ("5 + 3 = 8", "8", True, {"policy": "arith"}),
+    ("The answer is 8.", "8", True, {"policy": "arith"}),
+    (boxed("5+3"), "8", True),
 ]
 
 HOSTILE = [

@@ -61,6 +61,7 @@ def test_deadline_gives_timeout_verdict_then_next_item_is_graded():
 def test_soft_cpu_timer_turns_a_slow_comparison_into_a_timeout_verdict():
     import signal
 
+    import sandbox.math.symbolic  # noqa: F401  (as a real worker does: never let the timer fire mid-import)
     from sandbox.math import worker
 
     previous = signal.signal(signal.SIGPROF, worker._on_soft_timeout)

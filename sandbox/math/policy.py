@@ -28,6 +28,10 @@ class MathPolicy:
         allow_complex: read a free ``i`` as the imaginary unit.
         strict_domain: an expression whose denominator vanishes where the gold's does not is
             not equal to it (rejects echoed unsimplified inputs such as (x^2-1)/(x-1) for x+1).
+        literal_answer: the final answer must be written as a number (digits, sign, decimal
+            point, thousands separators, a/b); an expression that evaluates to the gold, such as
+            an echoed "5 + 3", is wrong. For tasks whose point is the computation (``arith``),
+            where echoing the question would otherwise be rewarded.
     """
 
     name: str = "math"
@@ -39,6 +43,7 @@ class MathPolicy:
     sig_figs: bool = False
     allow_complex: bool = True
     strict_domain: bool = True
+    literal_answer: bool = False
 
     def __post_init__(self) -> None:
         unknown = [r for r in self.extract if r not in EXTRACTION_RULES]
@@ -58,6 +63,7 @@ class MathPolicy:
             "sig_figs": self.sig_figs,
             "allow_complex": self.allow_complex,
             "strict_domain": self.strict_domain,
+            "literal_answer": self.literal_answer,
         }
 
     @classmethod
@@ -74,7 +80,7 @@ PRESETS: dict[str, MathPolicy] = {
     "gsm8k": MathPolicy(name="gsm8k", extract=("answer_tag", "hash", "boxed", "answer_is", "bare", "last_number")),
     "minerva": MathPolicy(name="minerva", sig_figs=True),
     "olympiadbench": MathPolicy(name="olympiadbench"),
-    "arith": MathPolicy(name="arith", extract=("answer_tag", "boxed", "answer_is", "bare", "last_number")),
+    "arith": MathPolicy(name="arith", extract=("answer_tag", "boxed", "answer_is", "bare", "last_number"), literal_answer=True),
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -49,6 +50,17 @@ def _verdict(
         verifier=MATH_VERIFIER,
         detail=detail,
     )
+
+
+_LITERAL_RE = re.compile(r"[+\-\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[+\-\u2212]?\d+\s*/\s*\d+|[+\-\u2212]?\\d?frac\{\d+\}\{\d+\}")
+
+
+def is_literal_number(answer: str) -> bool:
+    """Is the answer (or the last side of a worked "a + b = c") a number written out?"""
+    text = answer.replace("$", "").replace("\\!", "").replace("\\,", "").strip().rstrip(".")
+    text = re.sub(r"^\\text\{(.*)\}$", r"\1", text).strip()
+    last = text.rsplit("=", 1)[-1].strip()
+    return bool(_LITERAL_RE.fullmatch(last))
 
 
 def gold_spec(answer: "str | GoldSpec | Mapping[str, Any]", **fields: Any) -> GoldSpec:
@@ -115,6 +127,8 @@ class MathGrader:
         extracted = extracted.strip()
         if extraction.hedging:
             return _verdict(False, "wrong_answer", extracted, start, extraction.detail), None, extracted
+        if policy.literal_answer and not is_literal_number(extracted):
+            return _verdict(False, "wrong_answer", extracted, start, f"{extraction.rule}: the answer must be a number, not an expression"), None, extracted
         try:
             result = judge(extracted, gold, policy, symbolic=False)
         except NeedsSymbolic:

@@ -20,11 +20,16 @@ from sandbox.pool import serve
 MEMORY_LIMIT_BYTES = 2 * 1024**3
 
 
-class SoftTimeout(Exception):
-    pass
+class SoftTimeout(BaseException):
+    """A ``BaseException`` so that sympy's many ``except Exception`` blocks cannot swallow it."""
+
+
+_fired = False
 
 
 def _on_soft_timeout(signum: int, frame: Any) -> None:
+    global _fired
+    _fired = True
     raise SoftTimeout()
 
 
@@ -33,15 +38,22 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         for _ in _WARM_UP:
             pass
         return {"warm": True}
+    global _fired
     soft = float(request.get("soft_timeout") or 0)
+    timed_out = {"correct": False, "reason": "timeout", "detail": "comparison exceeded its time budget"}
+    _fired = False
     if soft > 0:
         signal.setitimer(signal.ITIMER_PROF, soft)
     try:
         gold = GoldSpec(**request["gold"])
         result = judge(request["answer"], gold, MathPolicy.from_dict(request["policy"]), symbolic=True)
+        # A library may still have caught the interrupt (a bare ``except:``) and answered from
+        # half a computation; such an answer is not trusted.
+        if _fired:
+            return timed_out
         return {"correct": result.correct, "reason": result.reason, "detail": result.detail}
     except SoftTimeout:
-        return {"correct": False, "reason": "timeout", "detail": "comparison exceeded its time budget"}
+        return timed_out
     except MemoryError:
         return {"correct": False, "reason": "grader_error", "detail": "memory limit exceeded"}
     except RecursionError:

@@ -1,0 +1,86 @@
+"""Rewards to advantages: group baselines, the std choice, and overlong handling.
+
+Outcome supervision: every token of response i gets the same advantage Â_i.
+
+* ``grpo``   Â_i = (r_i − mean_j r_j) / (std_j r_j + ε)   DeepSeekMath eq. 3 (GRPO) and DAPO eq. 9.
+  std is the unbiased (Bessel, ÷(G−1)) sample std, as oat, verl and TRL compute it; ε = 1e-8
+  as in oat (verl uses 1e-6, TRL 1e-4). A group of one sample has advantage 0.
+* ``drgrpo`` Â_i = r_i − mean_j r_j                       Dr. GRPO App. A eq. 7 (no std division).
+* ``rloo``   Â_i = r_i − (1/(G−1)) Σ_{j≠i} r_j = G/(G−1) · (r_i − mean_j r_j)   (Dr. GRPO App. A:
+  the leave-one-out baseline is the Dr. GRPO advantage rescaled).
+
+Overlong responses (``finish_reason == "length"``):
+
+* ``zero``  reward 0 (Dr. GRPO / oat default; still in the loss).
+* ``mask``  kept reward, loss mask 0: the response contributes no gradient (DAPO's "overlong
+  filtering"; SRPO sets such advantages to 0).
+* ``soft``  DAPO eq. 13 soft punishment added to the reward: 0 when L ≤ L_max − L_cache,
+  ((L_max − L_cache) − L) / L_cache when L_max − L_cache < L ≤ L_max, −1 beyond.
+* ``none``  nothing special.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+ADVANTAGE_MODES = ("grpo", "drgrpo", "rloo")
+OVERLONG_MODES = ("none", "zero", "mask", "soft")
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, mode: str = "grpo", eps: float = 1e-8) -> torch.Tensor:
+    """Advantages for rewards laid out group by group: ``rewards[k*G:(k+1)*G]`` share a prompt."""
+    if mode not in ADVANTAGE_MODES:
+        raise ValueError(f"unknown advantage mode {mode!r}; choose from {ADVANTAGE_MODES}")
+    if rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    grouped = rewards.double().view(-1, group_size)
+    centred = grouped - grouped.mean(dim=1, keepdim=True)
+    if group_size == 1:
+        return torch.zeros_like(rewards, dtype=torch.float32)
+    if mode == "grpo":
+        out = centred / (grouped.std(dim=1, unbiased=True, keepdim=True) + eps)
+    elif mode == "rloo":
+        out = centred * group_size / (group_size - 1)
+    else:
+        out = centred
+    return out.view(-1).float()
+
+
+def soft_overlong_penalty(length: int, max_tokens: int, cache: int) -> float:
+    """DAPO eq. 13: a linear penalty over the last ``cache`` tokens of the budget."""
+    threshold = max_tokens - cache
+    if length <= threshold:
+        return 0.0
+    if length <= max_tokens:
+        return (threshold - length) / cache
+    return -1.0
+
+
+def shape_rewards(correct: Sequence[bool], lengths: Sequence[int], truncated: Sequence[bool], overlong: str = "none",
+                  max_tokens: int = 0, cache: int = 0, values: tuple[float, float] = (1.0, 0.0)) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rewards, sequence loss mask)`` from verdicts. ``values`` = (reward if correct, if not):
+    (1, 0) for Dr. GRPO / GRPO, (1, −1) for DAPO eq. 7."""
+    if overlong not in OVERLONG_MODES:
+        raise ValueError(f"unknown overlong mode {overlong!r}; choose from {OVERLONG_MODES}")
+    rewards, keep = [], []
+    for ok, length, cut in zip(correct, lengths, truncated):
+        r = values[0] if ok else values[1]
+        k = 1.0
+        if cut and overlong == "zero":
+            r = 0.0
+        elif cut and overlong == "mask":
+            k = 0.0
+        elif overlong == "soft":
+            if not cache or cache > max_tokens:
+                raise ValueError("soft overlong punishment needs 0 < overlong_cache <= max_tokens")
+            r += soft_overlong_penalty(length, max_tokens, cache)
+        rewards.append(r)
+        keep.append(k)
+    return torch.tensor(rewards, dtype=torch.float32), torch.tensor(keep, dtype=torch.float32)
+
+
+def zero_variance_fraction(rewards: torch.Tensor, group_size: int) -> float:
+    """Share of groups whose rewards are all equal (zero advantage, zero gradient)."""
+    grouped = rewards.view(-1, group_size)
+    return float((grouped.max(dim=1).values == grouped.min(dim=1).values).float().mean())

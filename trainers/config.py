@@ -1,0 +1,161 @@
+"""``TrainConfig``: every setting of a policy-gradient run, typed, saved as ``config.yaml``.
+
+Layering (later wins): these defaults < the algorithm module's ``DEFINING`` settings
+< a preset (``--config cpu-demo`` / ``paper``) or a YAML file < ``--set key=value`` flags.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+
+ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
+
+
+
+def algorithm_module(name: str):
+    """The readable module of an algorithm (formula in its docstring, ``DEFINING`` settings)."""
+    import importlib
+
+    if name not in ALGORITHMS:
+        raise UserError(f"unknown algorithm {name!r}; choose from {', '.join(ALGORITHMS)}")
+    return importlib.import_module(f"trainers.{name}")
+
+
+@dataclass
+class TrainConfig:
+    """A run of one algorithm. Stages: a list of ``{name, sources, until_step | plateau_window}``."""
+
+    algorithm: str = "drgrpo"
+    model: str | None = None
+    template: str = "chat"
+    stages: list[dict[str, Any]] = field(default_factory=lambda: [{"name": "main", "sources": ["arith_train"]}])
+    eval_benchmarks: list[str] = field(default_factory=lambda: ["arith"])
+    # rollout
+    prompts_per_step: int = 8
+    group_size: int = 4
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 64
+    rollout_batch_size: int = 32
+    backend: str = "hf"
+    # prompt selection
+    selection: str = "uniform"
+    gen_prompts: int | None = None
+    max_gen_batches: int = 10
+    # reward and advantage
+    reward_correct: float = 1.0
+    reward_wrong: float = 0.0
+    overlong: str = "none"
+    overlong_cache: int = 0
+    advantage: str = "grpo"
+    std_eps: float = 1e-8
+    # policy loss
+    loss_agg: str = "seq_mean_token_mean"
+    loss_constant: float | None = None
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    beta: float = 0.0
+    mu: int = 1
+    minibatch_size: int | None = None
+    micro_batch_size: int = 8
+    # optimiser
+    lr: float = 1e-6
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    weight_decay: float = 0.0
+    adam_eps: float = 1e-8
+    grad_clip: float = 1.0
+    warmup_steps: int = 0
+    # run
+    max_steps: int = 100
+    max_generations: int | None = None
+    seed: int = 0
+    save_every: int = 0
+    eval_every: int = 0
+    eval_limit: int | None = None
+    eval_n: int = 1
+    eval_temperature: float = 0.0
+    dtype: str = "auto"
+    device: str = "auto"
+    log_to: list[str] = field(default_factory=lambda: ["jsonl"])
+    out: str | None = None
+
+    def validate(self) -> None:
+        from trainers.advantages import ADVANTAGE_MODES, OVERLONG_MODES
+        from trainers.losses import AGGREGATIONS
+        from trainers.selection import SELECTIONS
+
+        checks = [
+            (self.algorithm in ALGORITHMS, f"algorithm must be one of {ALGORITHMS}"),
+            (self.advantage in ADVANTAGE_MODES, f"advantage must be one of {ADVANTAGE_MODES}"),
+            (self.loss_agg in AGGREGATIONS, f"loss_agg must be one of {AGGREGATIONS}"),
+            (self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}"),
+            (self.overlong in OVERLONG_MODES, f"overlong must be one of {OVERLONG_MODES}"),
+            (self.overlong != "soft" or 0 < self.overlong_cache <= self.max_tokens, "overlong: soft needs 0 < overlong_cache <= max_tokens"),
+            (self.group_size >= 2, "group_size must be at least 2 (group baselines need two samples)"),
+            (self.prompts_per_step >= 1 and self.max_tokens >= 1 and self.mu >= 1 and self.micro_batch_size >= 1, "sizes must be positive"),
+            (self.max_steps >= 0, "max_steps must be >= 0"),
+            (self.backend in ("hf", "vllm"), "backend must be hf or vllm"),
+            (self.lr > 0 and 0 <= self.eps_low < 1 and self.eps_high >= 0, "lr must be positive and 0 <= eps_low < 1"),
+            (bool(self.stages), "stages must list at least one stage"),
+            (set(self.log_to) <= {"jsonl", "tensorboard", "wandb"}, "log_to entries: jsonl, tensorboard, wandb"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(f"bad training config: {message}")
+
+    @property
+    def normaliser(self) -> float:
+        """Dr. GRPO's constant: the generation budget unless set explicitly."""
+        return float(self.loss_constant or self.max_tokens)
+
+
+def preset_names(algorithm: str) -> list[str]:
+    folder = resources.files("trainers") / "presets" / algorithm
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml")) if folder.is_dir() else []
+
+
+def load_preset(algorithm: str, name: str) -> dict[str, Any] | None:
+    """A shipped preset by name (``trainers/presets/<algorithm>/<name>.yaml``), else None."""
+    import yaml
+
+    resource = resources.files("trainers") / "presets" / algorithm / f"{name}.yaml"
+    if not resource.is_file():
+        return None
+    return yaml.safe_load(resource.read_text(encoding="utf-8")) or {}
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``--set key=value`` pairs, values read as YAML (numbers, lists, booleans)."""
+    import yaml
+
+    out = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise UserError(f"--set {pair!r} is not KEY=VALUE (e.g. --set lr=2e-5)")
+        key, value = pair.split("=", 1)
+        out[key.strip().replace("-", "_")] = yaml.safe_load(value)
+    return out
+
+
+def build_config(algorithm: str, config: str | None, overrides: dict[str, Any]) -> TrainConfig:
+    from harness.config import read_yaml
+
+    values: dict[str, Any] = dict(algorithm_module(algorithm).DEFINING)
+    if config:
+        preset = load_preset(algorithm, config)
+        if preset is None and not Path(config).exists():
+            raise UserError(f"no preset {config!r} for {algorithm} (shipped: {', '.join(preset_names(algorithm))}) and no such file")
+        values.update(preset if preset is not None else read_yaml(config))
+    values.update(overrides)
+    values["algorithm"] = algorithm
+    names = set(TrainConfig.__dataclass_fields__)
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise UserError(f"unknown training setting(s) {unknown}; valid: {', '.join(sorted(names))}")
+    cfg = TrainConfig(**values)
+    cfg.validate()
+    return cfg

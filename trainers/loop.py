@@ -1,0 +1,224 @@
+"""The training loop shared by GRPO, Dr. GRPO, DAPO and SRPO: select prompts -> roll out ->
+grade (sandbox, via the harness) -> advantages -> μ clipped updates -> log -> checkpoint.
+
+The algorithms differ only in settings (each module's ``DEFINING`` dict): advantage
+mode, loss aggregation, prompt selection, overlong handling, rewards, clip range and KL.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from harness.benchmarks.registry import get_benchmark, load_problems
+from harness.errors import UserError
+from harness.grading import EvalGrader
+from harness.templates import load_template
+from trainers.advantages import group_advantages, shape_rewards, zero_variance_fraction
+from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
+from trainers.config import TrainConfig
+from trainers.curriculum import Curriculum, Stage
+from trainers.rollout import HFRollout, RolloutWorker
+from trainers.selection import make_selection
+from trainers.telemetry import TrainLog, read_log, rollout_metrics
+from trainers.update import batch_logprobs, pack, policy_update
+
+
+def source_problems(source: str) -> list:
+    """A registered benchmark (e.g. ``arith_train``) or a local .jsonl/.parquet file."""
+    from harness.benchmarks.custom import is_custom_source, load_custom
+
+    return load_custom(source) if is_custom_source(source) else load_problems(source)
+
+
+def source_instruction(source: str) -> tuple[str, str]:
+    """(benchmark name its problems carry, instruction used by the chat template)."""
+    from harness.benchmarks.custom import is_custom_source
+    from harness.benchmarks.registry import CODE_INSTRUCTION, MATH_INSTRUCTION
+
+    if is_custom_source(source):
+        problem = source_problems(source)[0]
+        return problem.benchmark, MATH_INSTRUCTION if problem.kind == "math" else CODE_INSTRUCTION
+    return source, get_benchmark(source).instruction
+
+
+def stage_pool(stage: Stage) -> list:
+    return [p for source in stage.sources for p in source_problems(source)]
+
+
+def _prepare_out(cfg: TrainConfig, out: Path, resume: bool) -> Path | None:
+    """The checkpoint to resume from (None for a fresh run); refuses to mix runs."""
+    saved = out / "config.yaml"
+    checkpoint = latest_checkpoint(out) if out.exists() else None
+    if resume:
+        if checkpoint is None:
+            raise UserError(f"--resume: no checkpoint in {out}; start without --resume")
+        old = yaml.safe_load(saved.read_text()) if saved.exists() else {}
+        current = dataclasses.asdict(cfg)
+        differing = sorted(k for k in current if k not in ("max_steps", "max_generations", "out", "save_every", "eval_every", "log_to") and old.get(k) != current[k])
+        if differing:
+            raise UserError(f"--resume with other settings than {out} was trained with: {', '.join(differing)}")
+        return checkpoint
+    if checkpoint is not None:
+        raise UserError(f"{out} already holds checkpoints; pass --resume to continue it or a new --out")
+    out.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _load_policy(cfg: TrainConfig, path: str):
+    from harness.backends.hf import load_model
+
+    model, tokenizer, device = load_model(path, cfg.dtype, cfg.device)
+    tokenizer.padding_side = "left"
+    model.train()
+    return model, tokenizer, device
+
+
+def _lr_schedule(cfg: TrainConfig):
+    return lambda step: min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
+
+
+def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) -> Path:
+    from harness.models import resolve_model
+
+    out = Path(cfg.out or f"results/train-{cfg.algorithm}")
+    checkpoint = _prepare_out(cfg, out, resume)
+    (out / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False))
+    _seed_everything(cfg.seed)
+    model_path = str(checkpoint) if checkpoint else resolve_model(cfg.model)[0]
+    model, tokenizer, device = _load_policy(cfg, model_path)
+    reference = None
+    if cfg.beta > 0:
+        reference, _, _ = _load_policy(cfg, resolve_model(cfg.model)[0])
+        reference.eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_schedule(cfg))
+    curriculum = Curriculum([Stage.from_dict(s) for s in cfg.stages])
+    selection = make_selection(cfg.selection, stage_pool(curriculum.stage), cfg.seed, gen_prompts=cfg.gen_prompts, max_gen_batches=cfg.max_gen_batches)
+    start, generations_total = 0, 0
+    if checkpoint:
+        state = load_trainer_state(checkpoint)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        curriculum.load_state_dict(state["curriculum"])
+        lookup = {p.id: p for s in curriculum.stages for p in stage_pool(s)}
+        selection = make_selection(cfg.selection, stage_pool(curriculum.stage), cfg.seed, gen_prompts=cfg.gen_prompts, max_gen_batches=cfg.max_gen_batches)
+        selection.load_state_dict(state["selection"], lookup)
+        set_rng_state(state["rng"])
+        start, generations_total = state["step"], state["generations_total"]
+    grader = EvalGrader()
+    template = load_template(cfg.template)
+    instructions = dict(source_instruction(name) for s in curriculum.stages for name in s.sources)
+    sampler = _make_sampler(cfg, model, tokenizer, template, instructions)
+    worker = RolloutWorker(sampler, grader, cfg.group_size)
+    log = TrainLog(out, cfg.log_to, dataclasses.asdict(cfg), resume=checkpoint is not None, keep_until=start)
+    try:
+        for step in range(start + 1, cfg.max_steps + 1):
+            reason = curriculum.should_switch()
+            if reason:
+                stage = curriculum.advance(step, reason)
+                selection = make_selection(cfg.selection, stage_pool(stage), cfg.seed + 1000 * curriculum.index, gen_prompts=cfg.gen_prompts, max_gen_batches=cfg.max_gen_batches)
+                print(f"step {step}: stage -> {stage.name} ({reason})")
+            metrics = train_step(cfg, step, model, reference, optimizer, tokenizer, device, selection, worker, sampler)
+            scheduler.step()
+            generations_total += metrics["generations"]
+            curriculum.record(metrics["reward_mean"] if metrics["reward_mean"] is not None else 0.0, metrics["generations"])
+            metrics.update(generations_total=generations_total, stage=curriculum.stage.name, lr=scheduler.get_last_lr()[0])
+            if cfg.eval_every and step % cfg.eval_every == 0:
+                metrics.update(_evaluate(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total))
+            log.write(step, metrics)
+            if progress:
+                print(_progress_line(step, cfg.max_steps, metrics), flush=True)
+            budget_spent = cfg.max_generations is not None and generations_total >= cfg.max_generations
+            if (cfg.save_every and step % cfg.save_every == 0) or step == cfg.max_steps or budget_spent:
+                _save(out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total)
+            if budget_spent:
+                print(f"rollout budget of {cfg.max_generations} generations spent at step {step}")
+                break
+    finally:
+        log.close()
+        grader.close()
+    return out
+
+
+def _make_sampler(cfg: TrainConfig, model, tokenizer, template, instructions):
+    if cfg.backend == "vllm":
+        from trainers.vllm_rollout import VLLMRollout
+
+        return VLLMRollout(model, tokenizer, template, instructions, cfg)
+    return HFRollout(model, tokenizer, template, instructions, cfg.max_tokens, cfg.temperature, cfg.top_p, cfg.rollout_batch_size, cfg.seed)
+
+
+def train_step(cfg: TrainConfig, step: int, model, reference, optimizer, tokenizer, device, selection, worker: RolloutWorker, sampler) -> dict[str, Any]:
+    generated_before = worker.generations
+    seen: list = []
+    rollout = lambda problems, key: seen.extend(groups := worker(problems, key)) or groups  # noqa: E731
+    groups, selection_stats = selection.next_groups(rollout, cfg.prompts_per_step, step)
+    times = worker.take_times()
+    metrics: dict[str, Any] = {**rollout_metrics(seen, groups), **{f"selection_{k}": v for k, v in selection_stats.items()}}
+    metrics["generations"] = worker.generations - generated_before
+    metrics["tokens_per_s"] = round(sum(len(c) for g in seen for c in g.completion_ids) / max(times["generate"], 1e-9), 1)
+    metrics["reward_mean"] = None
+    t0 = time.perf_counter()
+    if groups:
+        correct = [ok for g in groups for ok in g.correct]
+        lengths = [len(c) for g in groups for c in g.completion_ids]
+        truncated = [t for g in groups for t in g.truncated]
+        rewards, keep = shape_rewards(correct, lengths, truncated, cfg.overlong, cfg.max_tokens, cfg.overlong_cache, (cfg.reward_correct, cfg.reward_wrong))
+        advantages = group_advantages(rewards, cfg.group_size, cfg.advantage, cfg.std_eps)
+        prompts = [g.prompt_ids for g in groups for _ in g.completion_ids]
+        completions = [c for g in groups for c in g.completion_ids]
+        batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device)
+        batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size)
+        if reference is not None:
+            batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size)
+        metrics.update(policy_update(model, optimizer, batch, cfg))
+        metrics["reward_mean"] = float(rewards.mean())
+        metrics["trained_zero_variance_fraction"] = zero_variance_fraction(rewards, cfg.group_size)
+    metrics["time_learn"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    if hasattr(sampler, "sync"):
+        sampler.sync(model)
+    metrics.update(time_generate=round(times["generate"], 3), time_score=round(times["score"], 3), time_sync=round(time.perf_counter() - t0, 3))
+    return metrics
+
+
+def _save(out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total) -> Path:
+    return save_checkpoint(out, step, model, tokenizer, optimizer, {
+        "scheduler": scheduler.state_dict(), "curriculum": curriculum.state_dict(), "selection": selection.state_dict(), "generations_total": generations_total,
+    })
+
+
+def _evaluate(cfg: TrainConfig, out: Path, step: int, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total) -> dict[str, Any]:
+    """Evaluate the current policy with ``rlvr eval`` (same grader) on the held-out benchmarks."""
+    from harness.eval_config import EvalConfig
+    from harness.evaluate import run_eval
+
+    path = _save(out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total)
+    summary = run_eval(EvalConfig(model=str(path), benchmarks=cfg.eval_benchmarks, template=cfg.template, n=cfg.eval_n, temperature=cfg.eval_temperature,
+                                  max_tokens=cfg.max_tokens, limit=cfg.eval_limit, out=str(out / "eval" / f"step-{step:06d}"), progress=False))
+    return {f"eval_{name}": b["mean_at_n"]["value"] for name, b in summary["benchmarks"].items()}
+
+
+def _progress_line(step: int, total: int, m: dict[str, Any]) -> str:
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    evals = " ".join(f"{k}={fmt(v)}" for k, v in m.items() if k.startswith("eval_"))
+    return (f"step {step}/{total} [{m['stage']}] reward {fmt(m['reward_mean'])} acc {fmt(m['accuracy'])} zero-var {fmt(m['zero_variance_fraction'])} "
+            f"batch {m['effective_batch']} gens {m['generations']} len+ {m['length_correct']} len- {m['length_incorrect']} "
+            f"gen {m['time_generate']:.1f}s learn {m['time_learn']:.1f}s {evals}").rstrip()
+
+
+def train_log(out: Path) -> list[dict[str, Any]]:
+    return read_log(out)

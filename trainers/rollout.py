@@ -1,0 +1,120 @@
+"""Rollouts: G completions per prompt from the current policy, graded by the sandbox verifier.
+
+Generation uses the harness's per-sample-seeded sampler (``harness.backends.hf_sampling``) on
+the policy itself (CPU or GPU); on a GPU the vLLM engine in ``trainers.vllm_rollout`` can take
+its place. Each sample's seed is derived from (run seed, step, prompt, sample index), so a
+rollout never depends on RNG state and a resumed run regenerates exactly what it would have.
+Rewards come from ``harness.grading.EvalGrader`` — the function ``rlvr eval`` grades with.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from harness.backends.base import sample_seed
+from harness.backends.hf import encode_prompt, eos_token_ids
+from harness.backends.hf_sampling import sample_batch
+from harness.benchmarks.problems import Problem
+from harness.grading import EvalGrader
+
+
+@dataclass
+class Group:
+    """G samples of one prompt with their verdicts."""
+
+    problem: Problem
+    prompt_ids: list[int]
+    completion_ids: list[list[int]]
+    texts: list[str]
+    truncated: list[bool]
+    correct: list[bool]
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def accuracy(self) -> float:
+        return sum(self.correct) / len(self.correct)
+
+
+class HFRollout:
+    """Samples with the training model (switched to eval mode while generating)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, template: Any, instruction_of: dict[str, str], max_tokens: int,
+                 temperature: float, top_p: float, batch_size: int, seed: int):
+        self.model, self.tokenizer, self.template = model, tokenizer, template
+        self.instruction_of = instruction_of
+        self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
+        self.batch_size, self.seed = batch_size, seed
+        self.eos = eos_token_ids(model, tokenizer)
+        self._prompts: dict[str, tuple[str, list[int]]] = {}
+
+    def prompt(self, problem: Problem) -> list[int]:
+        from harness.templates import render
+
+        if problem.id not in self._prompts:
+            rendered = render(self.template, problem.question, self.instruction_of.get(problem.benchmark, ""))
+            self._prompts[problem.id] = encode_prompt(self.tokenizer, rendered)
+        return self._prompts[problem.id][1]
+
+    def sample(self, problems: Sequence[Problem], group_size: int, step: int) -> list[tuple[list[int], list[list[int]], list[str], list[bool]]]:
+        """Per problem: (prompt ids, completion ids per sample, texts, truncated flags)."""
+        requests = [(p, j) for p in problems for j in range(group_size)]
+        prompts = [self.prompt(p) for p, _ in requests]
+        seeds = [sample_seed(self.seed, f"step{step}:{p.id}", j) for p, j in requests]
+        was_training = self.model.training
+        self.model.eval()
+        rows = []
+        try:
+            for start in range(0, len(requests), self.batch_size):
+                chunk = slice(start, start + self.batch_size)
+                rows += sample_batch(self.model, prompts[chunk], seeds[chunk], [self.max_tokens] * len(prompts[chunk]), self.eos,
+                                     self.tokenizer.pad_token_id, self.temperature, self.top_p, self.template.stop,
+                                     lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True))
+        finally:
+            self.model.train(was_training)
+        out = []
+        for index, problem in enumerate(problems):
+            mine = rows[index * group_size : (index + 1) * group_size]
+            texts = [self._text(r) for r in mine]
+            out.append((prompts[index * group_size], [r.token_ids for r in mine], texts, [r.finish_reason == "length" for r in mine]))
+        return out
+
+    def _text(self, row: Any) -> str:
+        text = self.tokenizer.decode(row.token_ids, skip_special_tokens=True)
+        if row.stop_text is not None and (cut := text.find(row.stop_text)) != -1:
+            text = text[: cut + len(row.stop_text)] if self.template.include_stop else text[:cut]
+        return text
+
+
+class RolloutWorker:
+    """Generate and grade groups; counts generations and times each phase."""
+
+    def __init__(self, sampler: Any, grader: EvalGrader, group_size: int):
+        self.sampler, self.grader, self.group_size = sampler, grader, group_size
+        self.generations = 0
+        self.seconds = {"generate": 0.0, "score": 0.0}
+        self.tokens = 0
+
+    def __call__(self, problems: Sequence[Problem], step: int) -> list[Group]:
+        if not problems:
+            return []
+        t0 = time.perf_counter()
+        sampled = self.sampler.sample(problems, self.group_size, step)
+        self.seconds["generate"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pairs = [(p, text) for p, (_, _, texts, _) in zip(problems, sampled) for text in texts]
+        verdicts = self.grader.grade(pairs)
+        self.seconds["score"] += time.perf_counter() - t0
+        groups = []
+        for index, (problem, (prompt_ids, completions, texts, truncated)) in enumerate(zip(problems, sampled)):
+            mine = verdicts[index * self.group_size : (index + 1) * self.group_size]
+            groups.append(Group(problem, prompt_ids, completions, texts, truncated, [bool(v.correct) for v in mine], [v.reason for v in mine]))
+            self.tokens += sum(len(c) for c in completions)
+        self.generations += len(pairs)
+        return groups
+
+    def take_times(self) -> dict[str, float]:
+        times, self.seconds = self.seconds, {"generate": 0.0, "score": 0.0}
+        return times

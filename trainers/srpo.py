@@ -1,0 +1,34 @@
+"""SRPO (Zhang et al. 2025, Kwaipilot, arXiv 2504.14286): GRPO with a two-stage cross-domain
+schedule and History Resampling. No official code exists; what follows is our reading of the
+sources our notes could reach (ALGORITHMS.md §3), with every inference labelled.
+
+* Objective: the GRPO clipped surrogate with group-normalised advantage (Â = (r − mean)/std,
+  std kept **[inferred]**), token-level aggregation (1/Σ|o_i|) **[secondary source]**, no KL
+  **[secondary source]**, symmetric ε = 0.2 **[assumed: not stated]**.
+* Overlong responses: advantage set to 0 (``overlong: mask`` — they leave the loss)
+  **[secondary source]**.
+* History Resampling (``selection: history``): during an epoch every rollout's correctness is
+  recorded and nothing is filtered; at the epoch boundary prompts whose every rollout was
+  correct are removed for good, mixed and all-wrong prompts stay (all-wrong ones may become
+  solvable later). Epoch 1 uses the whole stage pool **[inferred]**.
+* Two stages: stage 1 math only ("eliciting reasoning"), stage 2 adds code ("skill
+  integration"; read as a math + code mixture **[inferred]**). The switch rule is not
+  published: a step count (``until_step``) or a reward plateau (``plateau_window``,
+  ``plateau_delta``) is configurable per stage.
+* Reflection statistics (recheck / hesitation / exploration) are logged every step with our
+  reconstruction of the keyword lists (the paper's are unpublished).
+
+Published (secondary): AdamW (0.9, 0.95), lr 1e-6 constant, 256 prompts x 32 rollouts
+(``presets/srpo/paper.yaml``); the paper's format and language-mixing rewards are not modelled.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+DEFINING = {"advantage": "grpo", "loss_agg": "token_mean", "selection": "history", "overlong": "mask", "beta": 0.0, "eps_low": 0.2, "eps_high": 0.2}
+
+
+def train(cfg, resume: bool = False) -> Path:
+    from trainers.loop import run_training
+
+    return run_training(cfg, resume)
