@@ -19,7 +19,7 @@ import random
 from typing import Any, Callable
 
 from harness.benchmarks.problems import Problem
-from harness.benchmarks.registry import BenchmarkSpec, MATH_INSTRUCTION, register
+from harness.benchmarks.registry import BenchmarkSpec, register
 
 _HELD_OUT_SHARE = 0.25
 
