@@ -20,3 +20,15 @@ def test_vllm_and_hf_backends_agree_on_format():
     result = _run("gpu_check_eval.py", "--prompts", "32", "--max-tokens", "64")
     assert result.returncode == 0, result.stderr[-3000:]
     assert '"rlvr_eval_vllm_rc": 0' in result.stdout
+
+
+def test_vllm_rollouts_use_the_synced_weights():
+    result = _run("gpu_check_train.py")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert '"sync_check": "ok"' in result.stdout
+
+
+def test_vllm_population_perturbs_in_place_and_restores_exactly():
+    result = _run("gpu_check_es.py")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert '"restore_exact_after_every_perturbation": true' in result.stdout

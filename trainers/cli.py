@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None, help="HF checkpoint dir or hub id (default: the embedded model)")
     p.add_argument("--seed", type=int, default=None, help="run seed")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config field (repeatable)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint (policy-gradient trainers)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no per-step progress lines")
     p.set_defaults(func=run)
 
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         from trainers.es_loop import run_search
 
         cfg = build_es_config(args.algorithm, args.config, overrides)
-        out = run_search(cfg, resume=args.resume)
+        out = run_search(cfg, resume=args.resume, show_progress=args.progress)
     else:
         from harness.errors import UserError
         from trainers.config import algorithm_module, build_config
@@ -64,6 +65,6 @@ def run(args: argparse.Namespace) -> int:
         if "population" in overrides:
             raise UserError("--population is for randopt and corp")
         cfg = build_config(args.algorithm, args.config, overrides)
-        out = algorithm_module(args.algorithm).train(cfg, resume=args.resume)
+        out = algorithm_module(args.algorithm).train(cfg, resume=args.resume, progress=args.progress)
     print(f"done -> {out}")
     return 0

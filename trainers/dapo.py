@@ -23,7 +23,7 @@ DEFINING = {"advantage": "grpo", "loss_agg": "token_mean", "selection": "dynamic
             "reward_correct": 1.0, "reward_wrong": -1.0}
 
 
-def train(cfg, resume: bool = False) -> Path:
+def train(cfg, resume: bool = False, progress: bool = True) -> Path:
     from trainers.loop import run_training
 
-    return run_training(cfg, resume)
+    return run_training(cfg, resume, progress)

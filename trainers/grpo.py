@@ -18,7 +18,7 @@ from pathlib import Path
 DEFINING = {"advantage": "grpo", "loss_agg": "seq_mean_token_mean", "selection": "uniform", "overlong": "none", "beta": 0.04, "eps_low": 0.2, "eps_high": 0.2}
 
 
-def train(cfg, resume: bool = False) -> Path:
+def train(cfg, resume: bool = False, progress: bool = True) -> Path:
     from trainers.loop import run_training
 
-    return run_training(cfg, resume)
+    return run_training(cfg, resume, progress)

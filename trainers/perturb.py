@@ -10,15 +10,19 @@ parameter dtype and added once. Noise is never stored: it is regenerated from th
 
 Restoring copies back an exact saved copy of the base weights (the released RandOpt code
 subtracts the noise again, which is exact only up to rounding; its own README recommends the
-copy). Memory is therefore about twice the model, never N models.
+copy). Memory is therefore about twice the model, never N models — plus an optional bounded
+cache of recently drawn noise (``noise_cache_gb``): CoRP's merged specs reuse the same seeds
+many times, and a cached draw is the very tensor a fresh draw would give, so results do not change.
 """
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import numpy as np
 import torch
 
 NOISE_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
@@ -39,11 +43,13 @@ Spec = list[Component]
 
 
 def merge_components(components: Iterable[Component]) -> Spec:
-    """Sum weights of components sharing (seed, σ) — one axis in amplitude space — dropping zeros."""
+    """Sum weights of components sharing (seed, σ) — one axis in amplitude space — dropping zeros,
+    in a canonical (seed, σ) order so the fp32 accumulation, hence the weights, never depend on
+    the order a spec was written in."""
     weights: dict[tuple[int, float], float] = {}
     for c in components:
         weights[(c.seed, c.sigma)] = weights.get((c.seed, c.sigma), 0.0) + c.weight
-    return [Component(seed, sigma, w) for (seed, sigma), w in weights.items() if w != 0.0]
+    return [Component(seed, sigma, w) for (seed, sigma), w in sorted(weights.items()) if w != 0.0]
 
 
 def tensor_noise(seed: int, shape: torch.Size, device: torch.device, noise_dtype: torch.dtype) -> torch.Tensor:
@@ -51,18 +57,45 @@ def tensor_noise(seed: int, shape: torch.Size, device: torch.device, noise_dtype
     return torch.randn(shape, generator=generator, dtype=noise_dtype, device=device)
 
 
+def noise_sketch(seed: int, dims: int = 512, noise_dtype: str = "bfloat16") -> np.ndarray:
+    """ε(seed) on the first ``dims`` coordinates of every tensor (all tensors share the stream
+    prefix): a fixed random projection for weight-space diagnostics such as the split-half test."""
+    return np.asarray(tensor_noise(seed, torch.Size([dims]), torch.device("cpu"), NOISE_DTYPES[noise_dtype]).float().numpy(), dtype=float)
+
+
 class Perturber:
     """Applies specs to a model in place and restores its exact base weights."""
 
-    def __init__(self, model: torch.nn.Module, noise_dtype: str = "bfloat16"):
+    def __init__(self, model: torch.nn.Module, noise_dtype: str = "bfloat16", noise_cache_gb: float = 0.0):
         if noise_dtype not in NOISE_DTYPES:
             raise ValueError(f"noise_dtype must be one of {sorted(NOISE_DTYPES)}")
         self.model = model
         self.noise_dtype = NOISE_DTYPES[noise_dtype]
         self.noise_dtype_name = noise_dtype
+        # Tied weights (e.g. a shared embedding / LM head) are one parameter, perturbed once.
         self.params = [(name, p) for name, p in model.named_parameters()]
         self.base = {name: p.detach().clone() for name, p in self.params}
         self.applied: Spec = []
+        self.cache_bytes = int(noise_cache_gb * 1024**3)
+        self._cache: OrderedDict[int, list[torch.Tensor]] = OrderedDict()
+        self.draws = 0  # full-model noise draws (cache misses), for cost accounting
+
+    def _noise(self, seed: int) -> list[torch.Tensor] | None:
+        """Every tensor's noise for a seed, from the cache or drawn and cached (LRU), or None
+        when caching is off (then ``apply`` draws tensor by tensor)."""
+        if self.cache_bytes <= 0:
+            return None
+        if seed in self._cache:
+            self._cache.move_to_end(seed)
+            return self._cache[seed]
+        noise = [tensor_noise(seed, p.shape, p.device, self.noise_dtype) for _, p in self.params]
+        self.draws += 1
+        size = sum(t.numel() * t.element_size() for t in noise)
+        if size <= self.cache_bytes:
+            while self._cache and size * (len(self._cache) + 1) > self.cache_bytes:
+                self._cache.popitem(last=False)
+            self._cache[seed] = noise
+        return noise
 
     @torch.no_grad()
     def restore(self) -> None:
@@ -74,10 +107,14 @@ class Perturber:
     def apply(self, spec: Sequence[Component]) -> None:
         """Base + Σ w σ ε(seed), computed from the exact base (previous specs are discarded)."""
         spec = merge_components(spec)
-        for name, p in self.params:
+        cached = {c.seed: self._noise(c.seed) for c in spec}
+        if any(v is None for v in cached.values()):
+            self.draws += len(spec)
+        for index, (name, p) in enumerate(self.params):
             delta = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
             for c in spec:
-                delta.add_(tensor_noise(c.seed, p.shape, p.device, self.noise_dtype).float(), alpha=c.weight * c.sigma)
+                noise = cached[c.seed][index] if cached[c.seed] is not None else tensor_noise(c.seed, p.shape, p.device, self.noise_dtype)
+                delta.add_(noise.float(), alpha=c.weight * c.sigma)
             p.copy_(self.base[name])
             p.add_(delta.to(p.dtype))
         self.applied = list(spec)

@@ -28,7 +28,7 @@ from pathlib import Path
 DEFINING = {"advantage": "grpo", "loss_agg": "token_mean", "selection": "history", "overlong": "mask", "beta": 0.0, "eps_low": 0.2, "eps_high": 0.2}
 
 
-def train(cfg, resume: bool = False) -> Path:
+def train(cfg, resume: bool = False, progress: bool = True) -> Path:
     from trainers.loop import run_training
 
-    return run_training(cfg, resume)
+    return run_training(cfg, resume, progress)

@@ -1,0 +1,130 @@
+"""RandOpt and CoRP on the embedded model: voting, the population scorer, and 2-perturbation runs
+through ``rlvr train`` (tiny splits so the default suite stays fast)."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from harness.benchmarks.problems import Problem
+from harness.grading import EvalGrader
+from eval_helpers import rlvr
+from trainers.population import Scored
+from trainers.randopt import ensemble, majority_vote
+
+
+@pytest.fixture(scope="module")
+def grader():
+    g = EvalGrader()
+    yield g
+    g.close()
+
+
+def _problem(answer: str) -> Problem:
+    return Problem(id="p", benchmark="toy", kind="math", question="?", gold={"answer": answer})
+
+
+def test_majority_vote_groups_verifier_equivalent_answers(grader):
+    problem = _problem("1/2")
+    same = lambda a, b: grader.same_answer(problem, a, b)  # noqa: E731
+    ok = ["ok"] * 5
+    # "1/2", "0.5" and "\frac{1}{2}" are one answer (3 votes) against "3" (2 votes)
+    assert majority_vote(["3", "1/2", "0.5", "3", r"\frac{1}{2}"], ok, same) == 1
+    # a 2-2 tie goes to the answer cast first (the higher-ranked perturbation)
+    assert majority_vote(["0.5", "3", "3", "1/2"], ok[:4], same) == 0
+    assert majority_vote(["3", "0.5", "1/2", "3"], ok[:4], same) == 0
+    # empty answers do not vote; no answer at all means no prediction
+    assert majority_vote([None, "", "7"], ["no_answer", "no_answer", "ok"], same) == 2
+    assert majority_vote([None, None], ["no_answer", "no_answer"], same) is None
+
+
+def test_ensemble_takes_the_voted_answers_own_verdict(grader):
+    problems = [_problem("1/2"), _problem("3")]
+
+    def model(answers, correct):
+        return Scored(np.array(correct), answers, ["ok"] * 2, [f"\\boxed{{{a}}}" for a in answers])
+
+    specialists = [model(["3", "4"], [False, False]), model(["0.5", "3"], [True, True]), model(["1/2", "3"], [True, True])]
+    voted = ensemble(problems, specialists, 3, grader.same_answer)
+    assert voted.correct.tolist() == [True, True] and voted.extracted == ["0.5", "3"]
+    assert ensemble(problems, specialists, 1, grader.same_answer).correct.tolist() == [False, False]
+
+
+def test_worker_processes_score_like_this_process():
+    from harness.models import resolve_model
+    from trainers.loop import source_instruction, source_problems
+    from trainers.perturb import Component
+    from trainers.population import PopulationScorer
+
+    problems = source_problems("arith_train")[:3]
+    args = (resolve_model(None)[0], "chat", dict([source_instruction("arith_train")]), 8, 8, "float32", 0.0)
+    specs = [[Component(1, 0.002)], [Component(2, 0.002, -1.0)]]
+    local = PopulationScorer(*args)
+    pooled = PopulationScorer(*args, workers=2)
+    try:
+        mine = local.score_many(specs, problems)
+        theirs = pooled.score_many(specs, problems)
+    finally:
+        local.close()
+        pooled.close()
+    assert [s.texts for s in mine] == [s.texts for s in theirs]
+    assert pooled.generations == local.generations == 6
+
+
+TINY = ["--set", "support_size=4", "--set", "test_limit=4", "--set", "max_tokens=8", "--no-progress"]
+
+
+def test_randopt_two_perturbations_end_to_end(tmp_path):
+    out = tmp_path / "randopt"
+    result = rlvr("train", "randopt", "--config", "cpu-demo", "--population", "2", "--set", "top_k=[1, 2]", *TINY, "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["test"]) == {"base", "top1", "ensemble_top2"}
+    assert report["search_generations"] == 2 * 4 + 4 and report["test_generations"] == 3 * 4
+    assert report["test"]["ensemble_top2"]["inference_passes_per_example"] == 2
+    assert 0 <= report["solution_density"]["density"] <= 1 and report["grading"]["math_verifier"].startswith("rlvr-math@")
+    seeds = json.loads((out / "top_k_seeds.json").read_text())["specialists"]
+    ranked = json.loads((out / "population.json").read_text())
+    assert [s["seed"] for s in seeds] == [r["seed"] for r in ranked]
+    assert len((out / "test_samples.jsonl").read_text().splitlines()) == 4
+    events = [json.loads(line)["event"] for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert events.count("candidate") == 2 and "density" in events
+
+
+def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoint(tmp_path):
+    out = tmp_path / "corp"
+    grid = ["--set", "q_grid=[0.5]", "--set", "beta_grid=[1.0]", "--set", "s_grid=[1.0, 4.0]", "--set", "eta_grid=[1.0]", "--set", "probe_alpha_grid=[1.0]",
+            "--set", "rounds=1", "--set", "local_population=2", "--set", "probe_size=4", "--set", "noise_cache_gb=1"]
+    result = rlvr("train", "corp", "--config", "cpu-demo", "--population", "2", *grid, *TINY, "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["test"]) == {"base", "top1_reference", "stage1", "corp"}
+    assert report["test"]["corp"]["inference_passes_per_example"] == 1
+    assert {"effective_rank", "kappa", "top_eigenvalues"} <= set(report["stage1"])
+    assert len(report["stage2"]["rounds"]) == 1
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert sum(line["event"] == "stage1_grid" for line in log) == 2
+    (round_line,) = [line for line in log if line["event"] == "stage2_round"]
+    assert {"best_cs", "F_best", "G_best", "proposals_passing_gate", "accepted", "isotropic_share", "target_ess"} <= set(round_line)
+    # spec.json alone (base + seeds/σ/weights) rebuilds the merged checkpoint bit for bit
+    from harness.backends.hf import load_model
+    from harness.models import resolve_model
+    from trainers.perturb import Perturber, spec_from_json
+
+    spec = json.loads((out / "spec.json").read_text())
+    assert spec["base_model"] == "smollm2-135m-instruct" and spec["noise_dtype"] == "float32"
+    model, _, _ = load_model(resolve_model(None)[0], "auto", "cpu")
+    Perturber(model, spec["noise_dtype"]).apply(spec_from_json(spec))
+    merged = load_file(str(out / "merged" / "model.safetensors"))
+    state = model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in merged.items())
+
+
+def test_es_user_errors(tmp_path):
+    result = rlvr("train", "corp", "--config", "cpu-demo", "--max-steps", "3", "--out", str(tmp_path / "x"))
+    assert result.returncode != 0 and "--population" in result.stderr and "Traceback" not in result.stderr
+    result = rlvr("train", "randopt", "--config", "cpu-demo", "--set", "sigmas=[-1]", "--out", str(tmp_path / "y"))
+    assert result.returncode != 0 and "sigmas must be positive" in result.stderr and "Traceback" not in result.stderr
+    result = rlvr("train", "randopt", "--config", "cpu-demo", "--resume", "--out", str(tmp_path / "z"))
+    assert result.returncode != 0 and "reproducible from their seeds" in result.stderr

@@ -1,0 +1,118 @@
+"""``ESConfig``: every setting of a gradient-free run (RandOpt, CoRP), typed, saved as ``config.yaml``.
+
+Layering as for the policy-gradient trainers: these defaults (the authors' released
+``scripts/run.sh`` values, ALGORITHMS.md §4.2 and §5.7) < a preset (``cpu-demo``, ``paper``) or
+a YAML file < ``--set key=value`` and ``--population N``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+
+ES_ALGORITHMS = ("randopt", "corp")
+
+
+@dataclass
+class ESConfig:
+    """A RandOpt or CoRP run. Data: support = the first ``support_size`` items of
+    ``train_source``, probe = the next ``probe_size`` (CoRP), test = ``test_source``."""
+
+    algorithm: str = "corp"
+    model: str | None = None
+    template: str = "chat"
+    train_source: str = "arith_train"
+    test_source: str = "arith"
+    support_size: int = 500
+    probe_size: int = 100
+    test_limit: int | None = None
+    max_tokens: int = 1024
+    batch_size: int = 32
+    # Stage 0 / RandOpt population
+    population: int = 500
+    sigmas: list[float] = field(default_factory=lambda: [0.0005, 0.001, 0.002])
+    population_seed: int = 42
+    noise_dtype: str = "bfloat16"
+    noise_cache_gb: float = 0.0
+    workers: int = 1
+    backend: str = "hf"
+    # RandOpt
+    top_k: list[int] = field(default_factory=lambda: [1, 50])
+    # CoRP Stage 1
+    q_grid: list[float] = field(default_factory=lambda: [0.5, 0.7, 0.9])
+    beta_grid: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0])
+    s_grid: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0, 16.0])
+    rank: int = 8
+    stage1_gate: bool = False
+    # CoRP Stage 2
+    rounds: int = 3
+    local_population: int = 100
+    isotropic_share: float = 0.5
+    regression_lambda: float = 2.0
+    regression_lambda_final: float | None = None
+    ess_start: float = 16.0
+    ess_end: float = 4.0
+    eta_grid: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0])
+    gate_z: float = 1.0
+    accept_epsilon: float = 0.0
+    probe_alpha_grid: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0])
+    sigma_down: float = 0.5
+    patience: int = 2
+    max_accepts: int = 2
+    split_seed: int = 59
+    local_seed_base: int = 1042
+    # split-half analysis (our reconstruction)
+    split_half_rank: int = 8
+    split_half_splits: int = 20
+    sketch_dims: int = 512
+    # run
+    dtype: str = "auto"
+    device: str = "auto"
+    seed: int = 0
+    out: str | None = None
+
+    def validate(self) -> None:
+        from trainers.perturb import NOISE_DTYPES
+
+        checks = [
+            (self.algorithm in ES_ALGORITHMS, f"algorithm must be one of {ES_ALGORITHMS}"),
+            (self.population >= 2, "population must be at least 2"),
+            (bool(self.sigmas) and all(s > 0 for s in self.sigmas), "sigmas must be positive"),
+            (self.support_size >= 2 and self.max_tokens >= 1 and self.batch_size >= 1, "support_size >= 2, max_tokens and batch_size positive"),
+            (self.algorithm == "randopt" or self.probe_size >= 2, "CoRP needs probe_size >= 2"),
+            (all(k >= 1 for k in self.top_k), "top_k values must be >= 1"),
+            (self.noise_dtype in NOISE_DTYPES, f"noise_dtype must be one of {sorted(NOISE_DTYPES)}"),
+            (self.workers >= 1 and self.noise_cache_gb >= 0, "workers >= 1 and noise_cache_gb >= 0"),
+            (self.backend in ("hf", "vllm"), "backend must be hf (CPU/GPU, worker processes) or vllm (GPU, weights perturbed in place)"),
+            (all(0 <= q <= 1 for q in self.q_grid) and bool(self.beta_grid) and bool(self.s_grid), "q in [0, 1]; non-empty grids"),
+            (0 < self.isotropic_share < 1 and self.rounds >= 1 and self.local_population >= 2, "0 < isotropic_share < 1, rounds >= 1, local_population >= 2"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(f"bad {self.algorithm} config: {message}")
+
+
+def build_es_config(algorithm: str, config: str | None, overrides: dict[str, Any]) -> ESConfig:
+    from harness.config import read_yaml
+    from trainers.config import load_preset, preset_names
+
+    values: dict[str, Any] = {}
+    if config:
+        preset = load_preset(algorithm, config)
+        if preset is None and not Path(config).exists():
+            raise UserError(f"no preset {config!r} for {algorithm} (shipped: {', '.join(preset_names(algorithm))}) and no such file")
+        values.update(preset if preset is not None else read_yaml(config))
+    for key in ("max_steps",):
+        if key in overrides:
+            raise UserError(f"--{key.replace('_', '-')} is for the policy-gradient trainers; {algorithm} is sized by --population")
+    values.update(overrides)
+    values["algorithm"] = algorithm
+    names = set(ESConfig.__dataclass_fields__)
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise UserError(f"unknown {algorithm} setting(s) {unknown}; valid: {', '.join(sorted(names))}")
+    cfg = ESConfig(**values)
+    cfg.validate()
+    return cfg

@@ -1,0 +1,125 @@
+"""Scoring perturbed models: greedy generation from base + spec, graded by the sandbox verifier.
+
+One ``PopulationScorer`` holds the model once, its exact base copy (``Perturber``) and the
+grader. ``score_many`` evaluates a list of specs on a list of problems either in this process
+or, with ``workers > 1``, across spawned worker processes that each hold one model copy and
+only generate (grading stays here, with the one grader every run uses). Decoding is greedy, as
+in both papers, so a spec's outcomes are a pure function of (base weights, spec, problems).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from harness.benchmarks.problems import Problem
+from harness.grading import EvalGrader
+from trainers.perturb import Component, Perturber, spec_from_json, spec_to_json
+
+
+@dataclass
+class Scored:
+    """Per-problem outcomes of one model on one problem list (same order)."""
+
+    correct: np.ndarray
+    extracted: list[str | None]
+    reasons: list[str]
+    texts: list[str]
+
+    @property
+    def accuracy(self) -> float:
+        return float(self.correct.mean()) if len(self.correct) else 0.0
+
+
+class _Generator:
+    """Greedy generation with a perturbable model (lives in the parent or in a worker)."""
+
+    def __init__(self, model_path: str, template: str, instruction_of: dict[str, str], max_tokens: int, batch_size: int,
+                 noise_dtype: str, noise_cache_gb: float, dtype: str = "auto", device: str = "auto"):
+        from harness.backends.hf import load_model
+        from harness.templates import load_template
+        from trainers.rollout import HFRollout
+
+        self.model, self.tokenizer, self.device = load_model(model_path, dtype, device)
+        self.model.requires_grad_(False)
+        self.perturber = Perturber(self.model, noise_dtype, noise_cache_gb)
+        self.rollout = HFRollout(self.model, self.tokenizer, load_template(template), instruction_of, max_tokens, 0.0, 1.0, batch_size, seed=42)
+
+    def generate(self, spec: Sequence[Component], problems: Sequence[Problem]) -> list[str]:
+        self.perturber.apply(spec)
+        try:
+            return [texts[0] for _, _, texts, _ in self.rollout.sample(problems, 1, step=0)]
+        finally:
+            self.perturber.restore()
+
+
+_WORKER: _Generator | None = None
+
+
+def _init_worker(args: tuple, threads: int) -> None:
+    global _WORKER
+    torch.set_num_threads(threads)
+    _WORKER = _Generator(*args)
+
+
+def _worker_generate(spec_json: dict[str, Any], problems: list[Problem]) -> list[str]:
+    assert _WORKER is not None
+    return _WORKER.generate(spec_from_json(spec_json), problems)
+
+
+class PopulationScorer:
+    """Evaluate base + spec on problems; counts generations (one greedy pass per problem)."""
+
+    def __init__(self, model_path: str, template: str, instruction_of: dict[str, str], max_tokens: int, batch_size: int = 32,
+                 noise_dtype: str = "bfloat16", noise_cache_gb: float = 0.0, workers: int = 1, dtype: str = "auto", device: str = "auto",
+                 backend: str = "hf"):
+        self.noise_dtype = noise_dtype
+        if backend == "vllm":
+            from trainers.vllm_population import VLLMPerturbedGenerator
+
+            self.local: Any = VLLMPerturbedGenerator(model_path, template, instruction_of, max_tokens, noise_dtype)
+            workers = 1
+        else:
+            self.local = _Generator(model_path, template, instruction_of, max_tokens, batch_size, noise_dtype, noise_cache_gb, dtype, device)
+        self.grader = EvalGrader()
+        self.generations = 0
+        self.pool: ProcessPoolExecutor | None = None
+        if workers > 1:
+            threads = max(1, (os.cpu_count() or 1) // workers)
+            self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
+                                            initargs=((model_path, template, instruction_of, max_tokens, batch_size, noise_dtype, 0.0, dtype, device), threads))
+
+    @property
+    def noise_draws(self) -> int | None:
+        """Full-model noise draws in this process (hf backend), for cost accounting."""
+        perturber = getattr(self.local, "perturber", None)
+        return perturber.draws if isinstance(perturber, Perturber) else None
+
+    def grade(self, problems: Sequence[Problem], texts: Sequence[str]) -> Scored:
+        verdicts = self.grader.grade(list(zip(problems, texts)))
+        return Scored(np.array([bool(v.correct) for v in verdicts]), [v.extracted for v in verdicts], [v.reason for v in verdicts], list(texts))
+
+    def score(self, spec: Sequence[Component], problems: Sequence[Problem]) -> Scored:
+        return self.score_many([spec], problems)[0]
+
+    def score_many(self, specs: Sequence[Sequence[Component]], problems: Sequence[Problem]) -> list[Scored]:
+        """Outcomes of base + spec for every spec. Specs are always applied to the original base
+        (a moved centre is part of the spec), so every process computes identical weights."""
+        problems = list(problems)
+        if self.pool is not None and len(specs) > 1:
+            jobs = [self.pool.submit(_worker_generate, spec_to_json(s, "", self.noise_dtype), problems) for s in specs]
+            texts = [job.result() for job in jobs]
+        else:
+            texts = [self.local.generate(s, problems) for s in specs]
+        self.generations += len(specs) * len(problems)
+        return [self.grade(problems, t) for t in texts]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+        self.grader.close()
