@@ -14,7 +14,7 @@ fractions, and the length of wrong answers over training (Dr. GRPO's claim: with
 does not grow). Tables, curves and the numbers go to leaderboards/learn_cpu/; eval run summaries
 and training logs to results/learn_cpu/ (checkpoints are not committed).
 
-    python benchmarks/learn_cpu.py [--algorithms drgrpo,grpo,srpo,dapo-ds] [--steps 40] [--eval-n 4]
+    python benchmarks/learn_cpu.py [--algorithms drgrpo,grpo,srpo,dapo-ds] [--steps 25] [--eval-n 4]
 """
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def pct(metric: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algorithms", default="drgrpo,grpo,srpo,dapo-ds")
-    parser.add_argument("--steps", type=int, default=40, help="policy steps of 8 prompts x 4 samples (the rollout budget is steps x 32)")
+    parser.add_argument("--steps", type=int, default=25, help="policy steps of 8 prompts x 4 samples (the rollout budget is steps x 32)")
     parser.add_argument("--eval-n", type=int, default=4)
     parser.add_argument("--results", default=str(ROOT / "results" / "learn_cpu"))
     parser.add_argument("--board", default=str(ROOT / "leaderboards" / "learn_cpu"))
