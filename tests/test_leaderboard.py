@@ -136,3 +136,14 @@ def test_page_in_headless_chromium(board):
         page.screenshot(path=str(ARTIFACTS / "leaderboard.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "leaderboard.png").stat().st_size > 10_000
+
+
+def test_checkpoints_of_different_runs_keep_distinct_names(tmp_path):
+    from harness.leaderboard.tables import Run
+
+    def run(name, path):
+        return Run(tmp_path, {"model": {"name": name, "path": path}})
+
+    assert run("checkpoint-000025", "/x/results/train-srpo/checkpoint-000025").model == "train-srpo/checkpoint-000025"
+    assert run("checkpoint-000025", "/x/results/train-grpo/checkpoint-000025").model == "train-grpo/checkpoint-000025"
+    assert run("Qwen/Qwen2.5-Math-1.5B", "Qwen/Qwen2.5-Math-1.5B").model == "Qwen/Qwen2.5-Math-1.5B"

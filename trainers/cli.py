@@ -20,11 +20,15 @@ examples:
   rlvr train drgrpo --config cpu-demo --out results/drgrpo-demo --max-steps 40 --resume
   rlvr train srpo --config cpu-demo --set lr=1e-5 --set "stages=[{name: math, sources: [arith_train], until_step: 10}, {name: mixed, sources: [arith_train, pyfunc_train]}]"
   rlvr train grpo --config paper --model Qwen/Qwen2.5-Math-1.5B --set backend=vllm
-  rlvr train randopt --config cpu-demo --population 32
+  rlvr train randopt --config cpu-demo --population 64 --out results/randopt-demo
+  rlvr train corp --config cpu-demo --out results/corp-demo     # spec.json + merged/ checkpoint
   rlvr eval --model results/drgrpo-demo/checkpoint-000020 --benchmarks arith
 
-a run directory holds config.yaml, train_log.jsonl (one line of health metrics per step) and
-HF checkpoints checkpoint-<step>/ (config.json, weights, tokenizer, trainer_state.pt).
+a policy-gradient run directory holds config.yaml, train_log.jsonl (one line of health metrics
+per step) and HF checkpoints checkpoint-<step>/ (config.json, weights, tokenizer, trainer_state.pt).
+A RandOpt / CoRP run holds config.yaml, train_log.jsonl (one line per candidate, grid point and
+round), population.json, report.json (held-out accuracy with 95% CIs, passes spent) and
+test_samples.jsonl; RandOpt adds top_k_seeds.json, CoRP spec.json and merged/.
 """
 
 

@@ -34,7 +34,13 @@ class Run:
 
     @property
     def model(self) -> str:
-        return self.summary["model"]["name"]
+        """The model's name; a bare ``checkpoint-N`` is qualified by its run directory, so
+        checkpoints of different training runs stay distinguishable."""
+        name = self.summary["model"]["name"]
+        path = self.summary["model"].get("path") or ""
+        if name.startswith("checkpoint-") and path:
+            return f"{Path(path).parent.name}/{name}"
+        return name
 
     @property
     def protocol(self) -> dict[str, Any]:
