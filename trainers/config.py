@@ -141,10 +141,12 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def build_config(algorithm: str, config: str | None, overrides: dict[str, Any]) -> TrainConfig:
+def layered_settings(algorithm: str, config: str | None, defaults: dict[str, Any], overrides: dict[str, Any], fields: set[str], label: str) -> dict[str, Any]:
+    """defaults < preset or YAML file < overrides, with unknown keys refused in one line
+    (shared by the policy-gradient and the gradient-free configs)."""
     from harness.config import read_yaml
 
-    values: dict[str, Any] = dict(algorithm_module(algorithm).DEFINING)
+    values = dict(defaults)
     if config:
         preset = load_preset(algorithm, config)
         if preset is None and not Path(config).exists():
@@ -152,10 +154,14 @@ def build_config(algorithm: str, config: str | None, overrides: dict[str, Any]) 
         values.update(preset if preset is not None else read_yaml(config))
     values.update(overrides)
     values["algorithm"] = algorithm
-    names = set(TrainConfig.__dataclass_fields__)
-    unknown = sorted(set(values) - names)
+    unknown = sorted(set(values) - fields)
     if unknown:
-        raise UserError(f"unknown training setting(s) {unknown}; valid: {', '.join(sorted(names))}")
+        raise UserError(f"unknown {label} setting(s) {unknown}; valid: {', '.join(sorted(fields))}")
+    return values
+
+
+def build_config(algorithm: str, config: str | None, overrides: dict[str, Any]) -> TrainConfig:
+    values = layered_settings(algorithm, config, algorithm_module(algorithm).DEFINING, overrides, set(TrainConfig.__dataclass_fields__), "training")
     cfg = TrainConfig(**values)
     cfg.validate()
     return cfg

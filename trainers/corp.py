@@ -28,7 +28,6 @@ Deliberate deviations and options, labelled:
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -40,7 +39,7 @@ from harness.benchmarks.problems import Problem
 from trainers.corp_ops import (Cloud, KeySpace, cloud_stats, compare, gate_passes, local_amplitudes, probe_accepts, regression_lambda, search_weights,
                                target_ess, two_pass_merge, update_isotropic_share)
 from trainers.es_config import ESConfig
-from trainers.es_loop import ESLog, Splits, accuracy_report, progress, rows_of, sample_population, split_half, write_test_samples
+from trainers.es_loop import ESLog, Splits, accuracy_report, progress, rows_of, sample_population, split_half, write_population, write_test_samples
 from trainers.perturb import save_consolidated
 from trainers.population import PopulationScorer, Scored
 
@@ -180,9 +179,7 @@ def stage2(cfg: ESConfig, scorer: PopulationScorer, space: KeySpace, centre: Cen
 def search(cfg: ESConfig, scorer: PopulationScorer, splits: Splits, log: ESLog, out: Path, model_path: str, model_name: str, show: bool) -> dict[str, Any]:
     # Stage 0
     population = sample_population(cfg, scorer, splits.support, log, show)
-    (out / "population.json").write_text(json.dumps(
-        [{"rank": r + 1, "seed": population.seeds[i], "sigma": population.sigmas[i], "support_accuracy": population.scores[i]}
-         for r, i in enumerate(population.ranked())], indent=1))
+    write_population(out, population)
     space = KeySpace()
     for seed, sigma in zip(population.seeds, population.sigmas):
         space.index(seed, sigma)

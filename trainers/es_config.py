@@ -7,7 +7,6 @@ a YAML file < ``--set key=value`` and ``--population N``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
@@ -95,24 +94,10 @@ class ESConfig:
 
 
 def build_es_config(algorithm: str, config: str | None, overrides: dict[str, Any]) -> ESConfig:
-    from harness.config import read_yaml
-    from trainers.config import load_preset, preset_names
+    from trainers.config import layered_settings
 
-    values: dict[str, Any] = {}
-    if config:
-        preset = load_preset(algorithm, config)
-        if preset is None and not Path(config).exists():
-            raise UserError(f"no preset {config!r} for {algorithm} (shipped: {', '.join(preset_names(algorithm))}) and no such file")
-        values.update(preset if preset is not None else read_yaml(config))
-    for key in ("max_steps",):
-        if key in overrides:
-            raise UserError(f"--{key.replace('_', '-')} is for the policy-gradient trainers; {algorithm} is sized by --population")
-    values.update(overrides)
-    values["algorithm"] = algorithm
-    names = set(ESConfig.__dataclass_fields__)
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise UserError(f"unknown {algorithm} setting(s) {unknown}; valid: {', '.join(sorted(names))}")
-    cfg = ESConfig(**values)
+    if "max_steps" in overrides:
+        raise UserError(f"--max-steps is for the policy-gradient trainers; {algorithm} is sized by --population")
+    cfg = ESConfig(**layered_settings(algorithm, config, {}, overrides, set(ESConfig.__dataclass_fields__), algorithm))
     cfg.validate()
     return cfg

@@ -83,6 +83,13 @@ class Population:
                 "equal_to_base": round(sum(r == base for r in self.scores) / len(self.scores), 4), "per_sigma": per_sigma}
 
 
+def write_population(out: Path, population: Population) -> None:
+    """``population.json``: every seed, σ and support score, best first."""
+    rows = [{"rank": r + 1, "seed": population.seeds[i], "sigma": population.sigmas[i], "support_accuracy": population.scores[i]}
+            for r, i in enumerate(population.ranked())]
+    (out / "population.json").write_text(json.dumps(rows, indent=1))
+
+
 class ESLog:
     """``train_log.jsonl`` for gradient-free runs: one numbered line per event."""
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from harness.benchmarks.problems import Problem
 from harness.summary import vote_clusters
 from trainers.es_config import ESConfig
-from trainers.es_loop import ESLog, Splits, accuracy_report, progress, rows_of, sample_population, split_half, write_test_samples
+from trainers.es_loop import ESLog, Splits, accuracy_report, progress, rows_of, sample_population, split_half, write_population, write_test_samples
 from trainers.perturb import Component
 from trainers.population import PopulationScorer, Scored
 
@@ -63,8 +63,7 @@ def search(cfg: ESConfig, scorer: PopulationScorer, splits: Splits, log: ESLog, 
     population = sample_population(cfg, scorer, splits.support, log, show)
     search_generations = scorer.generations
     ranked = population.ranked()
-    (out / "population.json").write_text(json.dumps(
-        [{"rank": r + 1, "seed": population.seeds[i], "sigma": population.sigmas[i], "support_accuracy": population.scores[i]} for r, i in enumerate(ranked)], indent=1))
+    write_population(out, population)
     k_max = min(max(cfg.top_k), len(ranked))
     top = [[Component(population.seeds[i], population.sigmas[i])] for i in ranked[:k_max]]
     (out / "top_k_seeds.json").write_text(json.dumps({"base_model": model_name, "noise_dtype": cfg.noise_dtype,

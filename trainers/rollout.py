@@ -21,6 +21,22 @@ from harness.benchmarks.problems import Problem
 from harness.grading import EvalGrader
 
 
+class PromptCache:
+    """Token ids of each problem's rendered prompt (template + instruction), encoded once."""
+
+    def __init__(self, tokenizer: Any, template: Any, instruction_of: dict[str, str]):
+        self.tokenizer, self.template, self.instruction_of = tokenizer, template, instruction_of
+        self._ids: dict[str, list[int]] = {}
+
+    def __call__(self, problem: Problem) -> list[int]:
+        from harness.templates import render
+
+        if problem.id not in self._ids:
+            rendered = render(self.template, problem.question, self.instruction_of.get(problem.benchmark, ""))
+            self._ids[problem.id] = encode_prompt(self.tokenizer, rendered)[1]
+        return self._ids[problem.id]
+
+
 @dataclass
 class Group:
     """G samples of one prompt with their verdicts."""
@@ -48,15 +64,7 @@ class HFRollout:
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.batch_size, self.seed = batch_size, seed
         self.eos = eos_token_ids(model, tokenizer)
-        self._prompts: dict[str, tuple[str, list[int]]] = {}
-
-    def prompt(self, problem: Problem) -> list[int]:
-        from harness.templates import render
-
-        if problem.id not in self._prompts:
-            rendered = render(self.template, problem.question, self.instruction_of.get(problem.benchmark, ""))
-            self._prompts[problem.id] = encode_prompt(self.tokenizer, rendered)
-        return self._prompts[problem.id][1]
+        self.prompt = PromptCache(tokenizer, template, instruction_of)
 
     def sample(self, problems: Sequence[Problem], group_size: int, step: int) -> list[tuple[list[int], list[list[int]], list[str], list[bool]]]:
         """Per problem: (prompt ids, completion ids per sample, texts, truncated flags)."""

@@ -15,10 +15,10 @@ from typing import Any, Sequence
 
 import torch
 
-from harness.backends.hf import encode_prompt
 from harness.backends.vllm_engine import require_vllm
 from harness.benchmarks.problems import Problem
 from trainers.perturb import NOISE_DTYPES, Component, merge_components, tensor_noise
+from trainers.rollout import PromptCache
 
 
 def _checksum(model: torch.nn.Module) -> float:
@@ -45,14 +45,7 @@ class VLLMPerturbedGenerator:
         self.base = {name: t.detach().to("cuda") for name, t in checkpoint.named_parameters()}  # as the hf Perturber
         del checkpoint
         self.base_checksum = self.checksum()
-        self._prompts: dict[str, list[int]] = {}
-
-    def prompt(self, problem: Problem) -> list[int]:
-        from harness.templates import render
-
-        if problem.id not in self._prompts:
-            self._prompts[problem.id] = encode_prompt(self.tokenizer, render(self.template, problem.question, self.instruction_of.get(problem.benchmark, "")))[1]
-        return self._prompts[problem.id]
+        self.prompt = PromptCache(self.tokenizer, self.template, instruction_of)
 
     def _push(self, tensors: list[tuple[str, torch.Tensor]]) -> None:
         self.llm.apply_model(lambda model: model.load_weights(tensors))

@@ -15,9 +15,9 @@ from typing import Any, Sequence
 import torch
 
 from harness.backends.base import sample_seed
-from harness.backends.hf import encode_prompt
 from harness.backends.vllm_engine import require_vllm
 from harness.benchmarks.problems import Problem
+from trainers.rollout import PromptCache
 
 
 class VLLMRollout:
@@ -30,15 +30,8 @@ class VLLMRollout:
         dtype = str(next(model.parameters()).dtype).replace("torch.", "")
         self.llm = self.vllm.LLM(model=resolve_model(cfg.model)[0], dtype=dtype, seed=cfg.seed, gpu_memory_utilization=gpu_memory_utilization,
                                  enforce_eager=True, max_model_len=4096)
-        self._prompts: dict[str, list[int]] = {}
+        self.prompt = PromptCache(tokenizer, template, instruction_of)
         self.sync(model)  # a resumed run's weights, not the base checkpoint's
-
-    def prompt(self, problem: Problem) -> list[int]:
-        from harness.templates import render
-
-        if problem.id not in self._prompts:
-            self._prompts[problem.id] = encode_prompt(self.tokenizer, render(self.template, problem.question, self.instruction_of.get(problem.benchmark, "")))[1]
-        return self._prompts[problem.id]
 
     def sample(self, problems: Sequence[Problem], group_size: int, step: int) -> list[tuple[list[int], list[list[int]], list[str], list[bool]]]:
         params = [self.vllm.SamplingParams(n=1, temperature=self.cfg.temperature, top_p=self.cfg.top_p, max_tokens=self.cfg.max_tokens,
