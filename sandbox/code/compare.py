@@ -58,7 +58,7 @@ def stdout_matches(got: str, want: str, abs_tol: float = 1e-6, rel_tol: float = 
 def values_equal(got: Any, want: Any, abs_tol: float = 1e-6, rel_tol: float = 1e-6) -> bool:
     """Structural equality of decoded JSON values (tuples are lists; floats within tolerance).
 
-    Tagged forms produced by the runner: ``{"__set__": [...]}`` (unordered), ``{"__dict__":
+    Tagged forms produced by the test child (`sandbox.code.child`): ``{"__set__": [...]}`` (unordered), ``{"__dict__":
     [[k, v], ...]}`` (non-string keys), ``{"__float__": "nan"|"inf"|"-inf"}``,
     ``{"__complex__": [re, im]}``.
     """

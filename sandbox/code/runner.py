@@ -1,4 +1,5 @@
-"""Inside the sandbox: the supervisor (PID 1 of the submission's namespaces) and the test child.
+"""Inside the sandbox: the supervisor (PID 1 of the submission's namespaces); the test child it
+forks is ``sandbox.code.child``.
 
 The supervisor is our code, running as root inside fresh namespaces and a chroot. For each test
 it forks a child that drops to an unprivileged uid, applies rlimits and runs the program; it
@@ -8,37 +9,24 @@ them. It never sees expected outputs: it reports raw outputs to the judge outsid
 """
 from __future__ import annotations
 
-import fcntl
-import io
 import json
 import os
 import select
 import signal
 import sys
 import time
-import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.code.isolation import ResourceLimits, apply_rlimits, drop_privileges
+from sandbox.code.child import (EXIT_BAD_ENTRY, EXIT_MEMORY, EXIT_NOT_JSON, compile_program, enter_child, python_asserts, python_calls, python_main,
+                                python_streams)
+from sandbox.code.isolation import ResourceLimits
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
 from sandbox.wire import read_message, write_message
 
-EXIT_MEMORY = 97
-EXIT_NOT_JSON = 98
-EXIT_BAD_ENTRY = 99
 STDERR_TAIL = 2000
 MAX_RESULT_BYTES = 64 << 20
-SANDBOX_ENV = {
-    "PATH": "/usr/bin:/bin",
-    "HOME": "/tmp",
-    "TMPDIR": "/tmp",
-    "LANG": "C.UTF-8",
-    "LC_ALL": "C.UTF-8",
-    "PYTHONIOENCODING": "utf-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
 WORKDIR = "/tmp"
 
 
@@ -69,196 +57,6 @@ class Outcome:
             "wall_ms": round(self.wall_ms, 2),
             "max_rss_kb": self.max_rss_kb,
         }
-
-
-# ---------------------------------------------------------------------------------------------
-# The test child (untrusted once the program starts)
-# ---------------------------------------------------------------------------------------------
-def _enter_child(fds: dict[int, int], uid: int | None, limits: ResourceLimits, workdir: str) -> None:
-    """Become the sandboxed process: own session, fds 0.. only, limits, unprivileged uid."""
-    os.setsid()
-    parked = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 256) for target, source in fds.items()}
-    for target, source in parked.items():
-        os.dup2(source, target)
-    keep = max(fds) + 1
-    os.closerange(keep, 65536)
-    os.chdir(workdir)
-    apply_rlimits(limits)
-    if uid is not None:
-        drop_privileges(uid)
-    os.environ.clear()
-    os.environ.update(SANDBOX_ENV)
-    os.environ["HOME"] = os.environ["TMPDIR"] = workdir
-
-
-def _python_streams() -> None:
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace")
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="replace")
-    sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="replace", line_buffering=True)
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-    if hasattr(sys, "set_int_max_str_digits"):
-        sys.set_int_max_str_digits(0)
-
-
-def _flush_and_exit(code: int) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    os._exit(code)
-
-
-_COMPILED: dict[str, Any] = {}
-
-
-def compile_program(path: str) -> None:
-    """Parse a Python file once in the supervisor (parsing runs nothing), so each test child
-    only executes the code object instead of re-reading and re-compiling the source."""
-    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-        _COMPILED[path] = compile(fh.read(), path, "exec", dont_inherit=True)
-
-
-def _run_python_script(path: str, run_name: str) -> dict[str, Any]:
-    """Execute the program as a module named ``run_name`` (in the sandboxed child)."""
-    namespace: dict[str, Any] = {"__name__": run_name, "__file__": path, "__builtins__": __builtins__}
-    code = _COMPILED.get(path)
-    if code is None:
-        compile_program(path)
-        code = _COMPILED[path]
-    types.FunctionType(code, namespace)()
-    return namespace
-
-
-def _python_main(path: str) -> None:
-    """Run a stdin program as ``__main__``; exceptions are runtime errors."""
-    import traceback
-
-    code = 0
-    try:
-        _run_python_script(path, "__main__")
-    except MemoryError:
-        code = EXIT_MEMORY
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    _flush_and_exit(code)
-
-
-def decode_args(value: Any) -> Any:
-    """Inverse of ``encode_args``: rebuild tuples, sets, complex numbers and special floats."""
-    if isinstance(value, list):
-        return [decode_args(v) for v in value]
-    if isinstance(value, dict):
-        if len(value) == 1:
-            (key, inner), = value.items()
-            if key == "__tuple__":
-                return tuple(decode_args(v) for v in inner)
-            if key == "__set__":
-                return {decode_args(v) for v in inner}
-            if key == "__complex__":
-                return complex(inner[0], inner[1])
-            if key == "__float__":
-                return float(inner)
-            if key == "__dict__":
-                return {decode_args(k): decode_args(v) for k, v in inner}
-        return {k: decode_args(v) for k, v in value.items()}
-    return value
-
-
-def encode_value(value: Any, depth: int = 0) -> Any:
-    """JSON-safe form of a return value; raises TypeError for anything else (never trusted)."""
-    if depth > 200:
-        raise TypeError("value nested too deeply")
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            return {"__float__": repr(value)}
-        return value
-    if isinstance(value, (list, tuple)):
-        return [encode_value(v, depth + 1) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return {"__set__": [encode_value(v, depth + 1) for v in value]}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value):
-            return {k: encode_value(v, depth + 1) for k, v in value.items()}
-        return {"__dict__": [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in value.items()]}
-    if isinstance(value, complex):
-        return {"__complex__": [value.real, value.imag]}
-    # Anything else (a regex match, an object with a custom __eq__) travels as an opaque marker:
-    # it equals nothing, so no method the program defines takes part in the comparison.
-    return {"__object__": type(value).__name__}
-
-
-def _python_calls(path: str, entry: dict[str, Any], args_fd: int, result_fd: int) -> None:
-    """Load the program once, then answer calls: JSON args in, tagged JSON result out."""
-    import traceback
-
-    try:
-        namespace = _run_python_script(path, "__solution__")
-        fn = _resolve_entry(namespace, entry)
-    except MemoryError:
-        _flush_and_exit(EXIT_MEMORY)
-    except SystemExit:
-        _flush_and_exit(EXIT_BAD_ENTRY)
-    except BaseException:
-        traceback.print_exc()
-        _flush_and_exit(1)
-    while True:
-        try:
-            request = read_message(args_fd)
-        except Exception:
-            _flush_and_exit(0)
-        try:
-            value = fn(*decode_args(json.loads(request["args_json"])))
-        except MemoryError:
-            _flush_and_exit(EXIT_MEMORY)
-        except SystemExit:
-            _flush_and_exit(1)
-        except BaseException:
-            traceback.print_exc()
-            _flush_and_exit(1)
-        try:
-            text = json.dumps(encode_value(value), allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            print(f"rlvr: {exc}", file=sys.stderr)
-            _flush_and_exit(EXIT_NOT_JSON)
-        try:
-            sys.stdout.flush()
-        except BaseException:
-            pass
-        write_message(result_fd, {"result": text})
-
-
-def _resolve_entry(namespace: dict[str, Any], entry: dict[str, Any]):
-    name = entry["fn_name"]
-    cls = namespace.get("Solution")
-    if isinstance(cls, type) and hasattr(cls, name):
-        return getattr(cls(), name)
-    fn = namespace.get(name)
-    if callable(fn):
-        return fn
-    print(f"rlvr: no function or Solution method named {name!r}", file=sys.stderr)
-    _flush_and_exit(EXIT_BAD_ENTRY)
-
-
-def _python_asserts(path: str, nonce: str, result_fd: int) -> None:
-    """Run program + appended asserts; success must be *reported*, exiting early is not enough."""
-    import traceback
-
-    code = 0
-    try:
-        _run_python_script(path, "__main__")
-        write_message(result_fd, {"result": nonce})
-    except MemoryError:
-        code = EXIT_MEMORY
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    _flush_and_exit(code)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +92,7 @@ class Supervisor:
                 fds = {0: pipes["stdin"][0], 1: pipes["stdout"][1], 2: pipes["stderr"][1]}
                 for k, (r, w) in enumerate(extra):
                     fds[3 + k] = r if k == 0 else w
-                _enter_child(fds, self.uid, self.test_limits(step, time_s), self.workdir)
+                enter_child(fds, self.uid, self.test_limits(step, time_s), self.workdir)
                 target()
             except BaseException:
                 pass
@@ -493,7 +291,7 @@ class Supervisor:
     def run_stdin(self, path: str, stdin: str, time_s: float | None = None) -> Outcome:
         outcome = Outcome()
         if self.language.warm:
-            target = lambda: (_python_streams(), _python_main(path))  # noqa: E731
+            target = lambda: (python_streams(), python_main(path))  # noqa: E731
         else:
             argv = list(self.language.run)
 
@@ -511,7 +309,7 @@ class Supervisor:
         """One call in the long-lived call child (started on first use, restarted after a failure)."""
         outcome = Outcome()
         if self.call_child is None:
-            self.call_child = self.spawn(lambda: (_python_streams(), _python_calls(path, entry, 3, 4)), extra_fds=2, step="calls")
+            self.call_child = self.spawn(lambda: (python_streams(), python_calls(path, entry, 3, 4)), extra_fds=2, step="calls")
         child = self.call_child
         start = time.monotonic()
         cpu_before = _self_cpu_ms(child["pid"])
@@ -544,7 +342,7 @@ class Supervisor:
 
     def run_asserts(self, path: str, nonce: str) -> Outcome:
         outcome = Outcome()
-        child = self.spawn(lambda: (_python_streams(), _python_asserts(path, nonce, 4)), extra_fds=2)
+        child = self.spawn(lambda: (python_streams(), python_asserts(path, nonce, 4)), extra_fds=2)
         os.close(child["to_child"])
         child["to_child"] = None
         self.pump(child, outcome, child["start"] + self.limits.wall_s)
