@@ -7,7 +7,12 @@ held-out split, with 95% bootstrap CIs and paired gains over the base: base, Ran
 RandOpt top-K majority vote, CoRP; plus forward passes spent (one greedy generation of one
 problem = one pass), inference passes per test example, and RandOpt's solution density.
 
-    python benchmarks/learn_cpu_es.py [--population 100] [--top-k 1,5,9]
+    python benchmarks/learn_cpu_es.py [--population 100] [--top-k 1,5,9] [--set KEY=VALUE ...] [--reuse]
+
+``--set`` overrides a config field for both runs (e.g. ``--set support_size=192``; CoRP-only
+fields such as ``probe_size`` or ``local_population`` are ignored by RandOpt). ``--reuse`` keeps a
+run directory whose ``report.json`` exists and whose ``config.yaml`` equals the resolved config
+(except ``out``), so a long comparison can be finished in parts.
 
 Writes run directories to results/learn_cpu_es/ and the table to leaderboards/learn_cpu_es/.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -36,7 +42,7 @@ def gain(entry: dict) -> str:
     return f"{100 * g['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
 
 
-def render(randopt: dict, corp: dict) -> str:
+def render(randopt: dict, corp: dict, command: str) -> str:
     rows = [("base", randopt["test"]["base"], 0, 1)]
     for name, entry in randopt["test"].items():
         if name != "base":
@@ -45,7 +51,7 @@ def render(randopt: dict, corp: dict) -> str:
     rows.append((f"CoRP Stage 1 only (N={corp['population']})", corp["test"]["stage1"], corp["search_generations"], 1))
     rows.append((f"**CoRP** (N={corp['population']})", corp["test"]["corp"], corp["search_generations"], 1))
     lines = ["# Gradient-free post-training on a CPU: RandOpt vs CoRP on SmolLM2-135M-Instruct", "",
-             f"`python benchmarks/learn_cpu_es.py` on 2 CPU cores; task `arith` (support {randopt['splits']['support']}, "
+             f"`{command}` on 2 CPU cores; task `arith` (support {randopt['splits']['support']}, "
              f"CoRP probe {corp['splits']['probe']}, held-out test {randopt['splits']['test']}); greedy decoding; "
              f"verifier {randopt['grading']['math_verifier']}. Accuracy and gains in points with 95% bootstrap CIs (gain = paired "
              "difference vs the base on the same problems). Forward passes = greedy generations spent selecting (training).", "",
@@ -63,16 +69,34 @@ def render(randopt: dict, corp: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def finished_with(out: Path, cfg) -> bool:
+    """True when ``out`` holds a finished run of exactly this config (the output path aside)."""
+    import dataclasses
+
+    import yaml
+
+    if not (out / "report.json").is_file() or not (out / "config.yaml").is_file():
+        return False
+    saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8")) or {}
+    wanted = dataclasses.asdict(cfg)
+    return {k: v for k, v in saved.items() if k != "out"} == {k: v for k, v in wanted.items() if k != "out"}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--population", type=int, default=100, help="RandOpt's population; CoRP gets a tenth")
     parser.add_argument("--top-k", default="1,5,9")
     parser.add_argument("--results", default=str(ROOT / "results" / "learn_cpu_es"))
     parser.add_argument("--board", default=str(ROOT / "leaderboards" / "learn_cpu_es"))
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config field of both runs (repeatable)")
+    parser.add_argument("--reuse", action="store_true", help="keep finished runs whose saved config equals the resolved one")
     args = parser.parse_args()
 
+    from trainers.config import parse_overrides
     from trainers.es_config import build_es_config
     from trainers.es_loop import run_search
+
+    shared = parse_overrides(args.overrides)
 
     results, board = Path(args.results), Path(args.board)
     board.mkdir(parents=True, exist_ok=True)
@@ -80,12 +104,17 @@ def main() -> int:
     for algorithm, overrides in (("randopt", {"population": args.population, "top_k": [int(k) for k in args.top_k.split(",")]}),
                                  ("corp", {"population": max(2, args.population // 10)})):
         out = results / algorithm
-        if out.exists():
-            shutil.rmtree(out)
-        run_search(build_es_config(algorithm, "cpu-demo", {**overrides, "out": str(out)}))
+        cfg = build_es_config(algorithm, "cpu-demo", {**shared, **overrides, "out": str(out)})
+        if args.reuse and finished_with(out, cfg):
+            print(f"{algorithm}: reusing {out}")
+        else:
+            if out.exists():
+                shutil.rmtree(out)
+            run_search(cfg)
         reports[algorithm] = json.loads((out / "report.json").read_text())
         (board / "results.json").write_text(json.dumps(reports, indent=1))
-    text = render(reports["randopt"], reports["corp"])
+    command = " ".join(["python benchmarks/learn_cpu_es.py", *(shlex.quote(a) for a in sys.argv[1:] if a != "--reuse")])
+    text = render(reports["randopt"], reports["corp"], command)
     (board / "README.md").write_text(text)
     print(text)
     return 0
