@@ -71,15 +71,9 @@ def render(randopt: dict, corp: dict, command: str) -> str:
 
 def finished_with(out: Path, cfg) -> bool:
     """True when ``out`` holds a finished run of exactly this config (the output path aside)."""
-    import dataclasses
+    from trainers.config import settings_differing_from_saved
 
-    import yaml
-
-    if not (out / "report.json").is_file() or not (out / "config.yaml").is_file():
-        return False
-    saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8")) or {}
-    wanted = dataclasses.asdict(cfg)
-    return {k: v for k, v in saved.items() if k != "out"} == {k: v for k, v in wanted.items() if k != "out"}
+    return (out / "report.json").is_file() and (out / "config.yaml").is_file() and not settings_differing_from_saved(out, cfg)
 
 
 def main() -> int:

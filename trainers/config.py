@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from harness.errors import UserError
 
@@ -139,6 +139,29 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         key, value = pair.split("=", 1)
         out[key.strip().replace("-", "_")] = yaml.safe_load(value)
     return out
+
+
+def save_settings(out: Path, cfg: Any) -> None:
+    """The resolved config beside the results, as ``config.yaml`` (read back by
+    ``settings_differing_from_saved``)."""
+    import dataclasses
+
+    import yaml
+
+    (out / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False))
+
+
+def settings_differing_from_saved(out: Path, cfg: Any, ignore: Sequence[str] = ("out",)) -> list[str]:
+    """Fields of ``cfg`` (a config dataclass) whose value differs from the ``config.yaml`` saved in
+    ``out`` (an absent file counts as empty): how a run directory is matched to settings."""
+    import dataclasses
+
+    import yaml
+
+    saved = out / "config.yaml"
+    old = (yaml.safe_load(saved.read_text(encoding="utf-8")) or {}) if saved.is_file() else {}
+    current = dataclasses.asdict(cfg)
+    return sorted(k for k in current if k not in ignore and old.get(k) != current[k])
 
 
 def layered_settings(algorithm: str, config: str | None, defaults: dict[str, Any], overrides: dict[str, Any], fields: set[str], label: str) -> dict[str, Any]:

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import yaml
 
 from harness.benchmarks.problems import Problem
 from harness.errors import UserError
 from harness.metrics import bootstrap_mean, paired_difference
 from trainers.corp_ops import best_sigma, draw_population, split_half_overlap
+from trainers.config import save_settings
 from trainers.es_config import ESConfig
 from trainers.perturb import Component, noise_sketch
 from trainers.population import PopulationScorer, Scored
@@ -112,7 +112,7 @@ def prepare_run(cfg: ESConfig, resume: bool) -> Path:
     if (out / "train_log.jsonl").exists():
         raise UserError(f"{out} already holds a run; choose a new --out")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False))
+    save_settings(out, cfg)
     return out
 
 

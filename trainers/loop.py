@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from harness.benchmarks.registry import get_benchmark, load_problems
 from harness.errors import UserError
@@ -22,7 +21,7 @@ from harness.grading import EvalGrader
 from harness.templates import load_template
 from trainers.advantages import group_advantages, shape_rewards, zero_variance_fraction
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
-from trainers.config import TrainConfig
+from trainers.config import TrainConfig, save_settings, settings_differing_from_saved
 from trainers.curriculum import Curriculum, Stage
 from trainers.rollout import HFRollout, RolloutWorker
 from trainers.selection import make_selection
@@ -54,14 +53,11 @@ def stage_pool(stage: Stage) -> list:
 
 def _prepare_out(cfg: TrainConfig, out: Path, resume: bool) -> Path | None:
     """The checkpoint to resume from (None for a fresh run); refuses to mix runs."""
-    saved = out / "config.yaml"
     checkpoint = latest_checkpoint(out) if out.exists() else None
     if resume:
         if checkpoint is None:
             raise UserError(f"--resume: no checkpoint in {out}; start without --resume")
-        old = yaml.safe_load(saved.read_text()) if saved.exists() else {}
-        current = dataclasses.asdict(cfg)
-        differing = sorted(k for k in current if k not in ("max_steps", "max_generations", "out", "save_every", "eval_every", "log_to") and old.get(k) != current[k])
+        differing = settings_differing_from_saved(out, cfg, ("max_steps", "max_generations", "out", "save_every", "eval_every", "log_to"))
         if differing:
             raise UserError(f"--resume with other settings than {out} was trained with: {', '.join(differing)}")
         return checkpoint
@@ -95,7 +91,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
 
     out = Path(cfg.out or f"results/train-{cfg.algorithm}")
     checkpoint = _prepare_out(cfg, out, resume)
-    (out / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False))
+    save_settings(out, cfg)
     _seed_everything(cfg.seed)
     model_path = str(checkpoint) if checkpoint else resolve_model(cfg.model)[0]
     model, tokenizer, device = _load_policy(cfg, model_path)
