@@ -109,3 +109,15 @@ def test_user_errors(tmp_path):
         build_config("drgrpo", "cpu-demo", {"group_size": 1})
     result = rlvr("train", "drgrpo", "--config", "cpu-demo", "--out", str(tmp_path / "none"), "--resume")
     assert result.returncode == 2 and "no checkpoint" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_run_directory_matches_saved_settings(tmp_path):
+    from trainers.config import save_settings, settings_differing_from_saved
+
+    cfg = build_config("drgrpo", "cpu-demo", {"out": str(tmp_path / "a")})
+    assert settings_differing_from_saved(tmp_path, cfg) == [f for f in sorted(vars(cfg)) if f != "out" and getattr(cfg, f) is not None]
+    save_settings(tmp_path, cfg)
+    assert settings_differing_from_saved(tmp_path, build_config("drgrpo", "cpu-demo", {"out": str(tmp_path / "b")})) == []
+    other = build_config("drgrpo", "cpu-demo", {"lr": 1e-5, "max_steps": 7})
+    assert settings_differing_from_saved(tmp_path, other) == ["lr", "max_steps"]
+    assert settings_differing_from_saved(tmp_path, other, ("out", "max_steps")) == ["lr"]
