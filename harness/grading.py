@@ -8,6 +8,7 @@ come from the same function with the same settings.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from harness.benchmarks.problems import Problem
@@ -34,17 +35,36 @@ class EvalGrader:
 
     def gold(self, problem: Problem) -> dict[str, Any]:
         with self._lock:
-            if problem.id not in self._gold:
-                gold = resolve_gold(problem, self.service)
-                if problem.kind == "code" and self.code_limits:
-                    gold["limits"] = {**self.code_limits, **(gold.get("limits") or {})}
-                self._gold[problem.id] = gold
-            return self._gold[problem.id]
+            if problem.id in self._gold:
+                return self._gold[problem.id]
+        gold = resolve_gold(problem, self.service)
+        if problem.kind == "code" and self.code_limits:
+            gold["limits"] = {**self.code_limits, **(gold.get("limits") or {})}
+        if problem.kind == "code":
+            from sandbox.code.testcases import BadTests, prepare_tests
+
+            try:
+                gold["tests"] = prepare_tests(gold["tests"], gold.get("fn_name"))  # serialised once, sent by digest
+            except BadTests:
+                pass  # graded as sent: every verdict then says what is wrong with the tests
+        with self._lock:
+            return self._gold.setdefault(problem.id, gold)
 
     def item(self, problem: Problem, completion: str, index: int = 0) -> Item:
         return grading_item(problem, completion, index, self.gold(problem))
 
+    def prepare(self, problems: Sequence[Problem]) -> None:
+        """Resolve the gold of many problems at once (EvalPlus expected outputs are computed
+        on every judge in parallel, not one problem after another)."""
+        todo = list({p.id: p for p in problems if p.id not in self._gold}.values())
+        if len(todo) > 1:
+            with ThreadPoolExecutor(max_workers=self.service.code.workers) as pool:
+                list(pool.map(self.gold, todo))
+        elif todo:
+            self.gold(todo[0])
+
     def grade(self, pairs: Sequence[tuple[Problem, str]]) -> list[Verdict]:
+        self.prepare([p for p, _ in pairs])
         return self.service.grade([self.item(p, c, i) for i, (p, c) in enumerate(pairs)])
 
     def same_answer(self, problem: Problem, a: str, b: str) -> bool:
@@ -75,15 +95,23 @@ def resolve_gold(problem: Problem, service: GradingService) -> dict[str, Any]:
     spec = gold.pop("differential", None)
     if spec is None:
         return gold
-    from sandbox.code.reference import ReferenceFailed, differential_tests, expected_outputs
+    from sandbox.code.reference import (
+        ReferenceFailed,
+        differential_tests,
+        evalplus_total_s,
+        expected_outputs,
+        not_none_expected,
+    )
 
     try:
-        expected = expected_outputs(spec["reference"], spec["inputs"], gold["fn_name"], service.code)
+        inputs, expected = expected_outputs(spec["reference"], spec["inputs"], gold["fn_name"], service.code)
     except ReferenceFailed as exc:
         raise UserError(f"{problem.id}: the reference solution failed in this sandbox ({exc}); report it with `rlvr --version`") from exc
-    tests = differential_tests(spec["inputs"], expected)
+    if spec.get("oracle") == "not_none":
+        expected = not_none_expected(expected)
+    tests = differential_tests(inputs, expected, spec.get("groups"))
     gold["tests"] = tests
     limits = dict(gold.get("limits") or {})
-    limits.setdefault("total_s", min(900.0, sum(t["time_s"] for t in tests) + 10.0))
+    limits.setdefault("total_s", evalplus_total_s(tests))
     gold["limits"] = limits
     return gold

@@ -26,7 +26,7 @@ __all__ = ["MAX_MESSAGE", "WorkerCrashed", "WorkerPool", "WorkerTimeout", "read_
 class Worker:
     """One worker process running ``python -m <module>``."""
 
-    def __init__(self, module: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()):
+    def __init__(self, module: str, env: dict[str, str] | None = None, args: tuple[str, ...] = (), cwd: str | None = None):
         self.module = module
         self.proc = subprocess.Popen(
             [sys.executable, "-m", module, *args],
@@ -36,6 +36,7 @@ class Worker:
             close_fds=True,
             start_new_session=True,
             env=env,
+            cwd=cwd,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.wfd = self.proc.stdin.fileno()
@@ -96,7 +97,7 @@ class WorkerPool:
     hostile input costs one worker restart and never blocks other calls.
     """
 
-    def __init__(self, module: str, size: int = 2, startup_timeout: float = 60.0, env: dict[str, str] | None = None, replacement_args: tuple[str, ...] = ()):
+    def __init__(self, module: str, size: int = 2, startup_timeout: float = 60.0, env: dict[str, str] | None = None, replacement_args: tuple[str, ...] = (), cwd: str | None = None):
         """``replacement_args`` go to workers started to replace a dead one (for example, to
         skip a warm-up that would compete with a loaded pool)."""
         if size < 1:
@@ -105,6 +106,7 @@ class WorkerPool:
         self.size = size
         self.startup_timeout = startup_timeout
         self.env = env
+        self.cwd = cwd
         self.replacement_args = replacement_args
         self.restarts = 0
         self.spawn_error: str | None = None
@@ -125,7 +127,7 @@ class WorkerPool:
         failures = 0
         while request := self._spawn_requests.get():
             try:
-                worker = Worker(self.module, self.env, self.replacement_args if request == "replacement" else ())
+                worker = Worker(self.module, self.env, self.replacement_args if request == "replacement" else (), self.cwd)
             except OSError as exc:
                 failures += 1
                 self.spawn_error = f"cannot start {self.module}: {exc}"

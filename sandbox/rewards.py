@@ -23,7 +23,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
-from sandbox.service import GradingService, Item, parse_item
+from sandbox.service import CODE_OPTIONS, GradingService, Item, parse_item
 
 _CODE_SOURCES = ("livecodebench", "lcb", "codecontests", "apps", "taco", "code", "humaneval", "mbpp", "leetcode", "primeintellect", "kodcode")
 _POLICY_BY_SOURCE = (("gsm8k", "gsm8k"), ("minerva", "minerva"), ("olympiad", "olympiadbench"), ("aime", "aime"), ("arith", "arith"))
@@ -80,7 +80,7 @@ def code_spec(label: Any) -> dict[str, Any]:
         label = json.loads(inner) if isinstance(inner, str) else inner
     if isinstance(label, list):
         return {"tests": label}
-    spec = {k: label[k] for k in ("fn_name", "starter_code", "language", "limits", "oracle", "prelude", "postlude") if label.get(k)}
+    spec = {k: label[k] for k in CODE_OPTIONS if k != "partial" and label.get(k)}
     if "tests" in label:
         spec["tests"] = label["tests"]
     else:
@@ -96,7 +96,7 @@ def make_item(completion: Any, label: Any, kind: str = "auto", policy: str | Non
         kind = extra.pop("kind", None) or ("code" if _is_code_label(label) or "tests" in extra else "math")
     if kind == "code":
         spec = code_spec(label) if label is not None else {}
-        raw = {"kind": "code", "completion": text, **spec, **{k: v for k, v in extra.items() if k in ("fn_name", "starter_code", "language", "limits", "oracle", "partial", "tests", "prelude", "postlude") and v is not None}}
+        raw = {"kind": "code", "completion": text, **spec, **{k: v for k, v in extra.items() if k in (*CODE_OPTIONS, "tests") and v is not None}}
     else:
         if isinstance(label, (list, tuple)) and label:
             label = label[0]

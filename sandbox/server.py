@@ -30,10 +30,16 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from sandbox.code.languages import LANGUAGES
+from sandbox.code.limits import check_caps
 from sandbox.rewards import openrlhf_items, openrlhf_response
 from sandbox.service import BadItem, GradingService, Item, failure_verdict, parse_item, timeout_verdict, verdict_row
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER, PACKAGE_VERSION
 
+DEFAULT_LIMIT_CAPS: dict[str, float] = {
+    "time_s": 60.0, "wall_factor": 4.0, "wall_grace_s": 10.0, "total_s": 900.0, "memory_mb": 4096, "output_kb": 65536,
+    "processes": 256, "open_files": 1024, "file_kb": 1 << 20, "scratch_mb": 1024, "scratch_files": 65536, "result_mb": 256,
+    "compile_time_s": 120.0, "compile_memory_mb": 4096,
+}
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 MATH_CHUNK = 64
 log = logging.getLogger("rlvr.serve")
@@ -51,6 +57,9 @@ class ServerConfig:
     request_timeout: float = 300.0
     math_timeout: float = 1.0
     unsafe: bool = False
+    #: The most each client-supplied code limit (``limits`` of an item, a test's ``time_s``,
+    #: ``/run_code``'s timeouts and memory) may ask for; more is refused with 422, never run.
+    limit_caps: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LIMIT_CAPS))
 
     def validate(self) -> None:
         loopback = self.host in ("127.0.0.1", "localhost", "::1") or self.host.startswith("127.")
@@ -58,6 +67,26 @@ class ServerConfig:
             raise ValueError(f"binding {self.host} exposes the server beyond this machine: pass --token (clients send 'Authorization: Bearer <token>')")
         if self.request_timeout <= 0 or self.math_timeout <= 0:
             raise ValueError("timeouts must be positive")
+        unknown = set(self.limit_caps) - set(DEFAULT_LIMIT_CAPS)
+        if unknown:
+            raise ValueError(f"unknown limit cap(s) {sorted(unknown)}; known: {sorted(DEFAULT_LIMIT_CAPS)}")
+
+
+def check_item_caps(item: Item, index: int, caps: dict[str, float]) -> None:
+    """Refuse (``BadItem``, naming the field) a code item whose limits exceed the caps."""
+    if item.kind != "code":
+        return
+    where = f"items[{index}]"
+    try:
+        check_caps(item.payload.get("limits"), caps, f"{where}.limits")
+    except ValueError as exc:
+        raise BadItem(str(exc)) from exc
+    tests = item.payload.get("tests")
+    if isinstance(tests, list):
+        for number, test in enumerate(tests):
+            value = test.get("time_s") if isinstance(test, dict) else None
+            if isinstance(value, (int, float)) and value > caps.get("time_s", float("inf")):
+                raise BadItem(f"{where}.tests[{number}].time_s: {value!r} exceeds this server's cap of {caps['time_s']:g}")
 
 
 class Histogram:
@@ -249,6 +278,8 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
             raise HTTPProblem(422, "items: required list of {id, kind, completion, answer | tests}")
         try:
             items = [parse_item(r, i) for i, r in enumerate(raw)]
+            for index, item in enumerate(items):
+                check_item_caps(item, index, config.limit_caps)
         except BadItem as exc:
             raise HTTPProblem(422, str(exc)) from exc
         deadline = deadline_of(body)
@@ -273,6 +304,8 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
         prompts = body.get("prompts")
         try:
             items = openrlhf_items(queries, prompts, labels)
+            for index, item in enumerate(items):
+                check_item_caps(item, index, config.limit_caps)
         except (BadItem, ValueError, TypeError, KeyError) as exc:
             raise HTTPProblem(422, f"labels/prompts: {exc}") from exc
         admit(len(items))
@@ -308,8 +341,16 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
                     raise HTTPProblem(422, f"{src}: must be a positive number")
                 limits[dst] = float(value)
         memory = body.get("memory_limit_MB", -1)
-        if isinstance(memory, (int, float)) and memory > 0:
+        if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0:
             limits["memory_mb"] = int(memory)
+        try:
+            check_caps(limits, config.limit_caps, "run_code")
+        except ValueError as exc:
+            names = {"run_code.time_s": "run_timeout", "run_code.compile_time_s": "compile_timeout", "run_code.memory_mb": "memory_limit_MB"}
+            message = str(exc)
+            for ours, theirs in names.items():
+                message = message.replace(ours, theirs)
+            raise HTTPProblem(422, message) from exc
         if "time_s" in limits:
             limits["wall_factor"], limits["wall_grace_s"] = 1.0, 0.5
         admit(1)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.code.testcases import PreparedTests
 from sandbox.code.verify import CodeGrader
 from sandbox.math.verify import MathGrader
 from sandbox.verdict import Verdict
@@ -22,7 +23,7 @@ from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
 KINDS = ("math", "code")
 MATH_OPTIONS = ("policy", "answer_type", "tolerance", "multiple", "extract", "max_distinct_boxes", "decimal_rel_tol", "rel_tol", "abs_tol", "sig_figs", "allow_complex", "strict_domain")
-CODE_OPTIONS = ("fn_name", "starter_code", "language", "limits", "partial", "oracle", "prelude", "postlude")
+CODE_OPTIONS = ("fn_name", "starter_code", "language", "limits", "partial", "oracle", "compare", "prelude", "postlude", "test_setup")
 
 
 class BadItem(ValueError):
@@ -65,7 +66,7 @@ def parse_item(raw: Any, index: int = 0) -> Item:
         allowed = MATH_OPTIONS
     else:
         tests = raw.get("tests")
-        if not isinstance(tests, (list, str, Mapping)) or not tests:
+        if not isinstance(tests, (list, str, Mapping, PreparedTests)) or not (tests.tests if isinstance(tests, PreparedTests) else tests):
             raise BadItem(f"{where}.tests: required non-empty list for code items")
         payload["tests"] = tests
         allowed = CODE_OPTIONS

@@ -16,20 +16,25 @@ def allowed_reasons(expected: str) -> set[str]:
 
 
 def case_item(case: dict) -> dict:
-    """Convert a survey case (program + tests in its own schema) to a verify_code item."""
+    """Convert a survey case (program + tests in its own schema) to a verify_code item. The
+    survey's float tolerance is a per-test opt-in; its functional cases are JSON values
+    compared LiveCodeBench's way (a tuple result stands for a list)."""
     t = case["tests"]
     lim = t.get("limits", {})
     limits = {"time_s": lim.get("time_s", 4), "memory_mb": lim.get("memory_mb", 1024)}
-    for src, dst in (("output_kb", "output_kb"), ("float_abs_tol", "float_abs_tol"), ("float_rel_tol", "float_rel_tol"), ("max_processes", "processes"), ("compile_time_s", "compile_time_s")):
+    for src, dst in (("output_kb", "output_kb"), ("max_processes", "processes"), ("compile_time_s", "compile_time_s")):
         if src in lim:
             limits[dst] = lim[src]
+    tolerance = {key: lim[src] for key, src in (("atol", "float_abs_tol"), ("rtol", "float_rel_tol")) if src in lim}
+    compare = None
     if t["mode"] == "stdio":
-        tests = [{"input": c["stdin"], "output": c["stdout"], "testtype": "stdin"} for c in t["cases"]]
+        tests = [{"input": c["stdin"], "output": c["stdout"], "testtype": "stdin", **tolerance} for c in t["cases"]]
     elif t["mode"] == "functional":
         tests = [{"args": c["args"], "expected": c["expected"]} for c in t["cases"]]
+        compare = "livecodebench"
     else:
         tests = [{"testtype": "assert", "code": "\n".join(t["asserts"])}]
-    return {"completion": case["program"], "tests": tests, "fn_name": t.get("entry_point"), "language": t["language"], "limits": limits}
+    return {"completion": case["program"], "tests": tests, "fn_name": t.get("entry_point"), "language": t["language"], "limits": limits, "compare": compare}
 
 
 def process_count() -> int:

@@ -7,9 +7,9 @@ import tempfile
 import threading
 
 import pytest
-
 from code_helpers import sandbox_processes, zombies
 from conftest import ROOT
+
 from sandbox import CodeGrader
 
 
@@ -69,17 +69,19 @@ def need(name, ok):
         failed.append(name)
 need("uid", os.getuid() != 0 and os.geteuid() != 0 and os.getgroups() == [])
 need("hostname", os.uname().nodename == "sandbox")
-need("root", set(os.listdir("/")) <= {"usr", "bin", "lib", "lib64", "sbin", "tmp", "proc", "dev", "etc", "root"})
+need("root", set(os.listdir("/")) <= {"usr", "bin", "lib", "lib64", "sbin", "tmp", "proc", "dev", "etc", "root", "prog", "site"})
+need("site", set(os.listdir("/site")) <= {"numpy", "numpy.libs", "sortedcontainers"})
 need("etc", sorted(os.listdir("/etc")) == ["ld.so.cache", "passwd"])
 need("home", not os.path.exists("/home"))
 need("roothome", not os.path.isdir("/root") or os.listdir("/root") == [".pyenv"])
 need("pids", len([p for p in os.listdir("/proc") if p.isdigit()]) == 2 and os.path.exists("/proc/1"))
 need("net", [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]] == ["lo"])
-need("env", set(os.environ) <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE"})
+need("env", set(os.environ) <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"})
 status = {l.split(":")[0]: l.split(":")[1].strip() for l in open("/proc/self/status")}
 need("nonewprivs", status["NoNewPrivs"] == "1")
+need("seccomp", status["Seccomp"] == "2")
 need("caps", int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0)
-for path, should in (("/usr/probe", False), ("/probe", False), ("/etc/probe", False), ("/tmp/probe", True)):
+for path, should in (("/usr/probe", False), ("/probe", False), ("/etc/probe", False), ("/prog/probe", False), ("/site/probe", False), ("/tmp/probe", True)):
     try:
         open(path, "w").write("x")
         need(path, should)

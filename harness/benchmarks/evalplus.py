@@ -3,8 +3,9 @@
 EvalPlus rows ship inputs only; expected outputs come from running the canonical solution in
 our sandbox (``sandbox.code.reference``). MBPP+ stores tuples, sets and complex numbers as JSON
 lists and strings, so some tasks need their argument types restored before any call (the
-table below follows EvalPlus's own loader, task by task). Eleven tasks need an oracle other
-than equality.
+table below follows EvalPlus 0.3.1's ``mbpp_deserialize_inputs``, task by task). Results are
+compared with EvalPlus's own rule (``sandbox.code.compare``, rule ``evalplus``), its task
+tolerance ``atol``, and the special oracles its ``unsafe_execute`` chooses by entry point.
 """
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ _EVERYTHING_TUPLE = {580, 615, 791}
 #: (combinations_with_replacement of 5 colours choose 77, and of 4 choose 77): left out.
 OVERSIZED_INPUTS = {"Mbpp/255": {88, 103}}
 
+#: ``evalplus/eval/_special_oracle.py`` and ``unsafe_execute``: MBPP+ oracles by entry point.
 MBPP_SET_ORACLE = {"similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly", "larg_nnum", "intersection_array", "find_dissimilar", "Diff"}
 MBPP_NOT_NONE_ORACLE = {"check_str", "text_match_three", "text_starta_endb"}
+MBPP_ENTRY_ORACLES = {"are_equivalent": "any_value", "sum_div": "sum_div", "surface_Area": "surface_area", "digit_distance_nums": "digit_distance"}
 
 
 def _deep_tuple(value: Any) -> Any:
@@ -83,15 +86,29 @@ def inputs_of(row: dict[str, Any], plus: bool = True) -> list[list[Any]]:
     return [args for i, args in enumerate(inputs) if i not in skip]
 
 
+def input_groups(row: dict[str, Any]) -> list[str]:
+    """``base`` or ``plus`` for each input of ``inputs_of(row)``: EvalPlus checks the two groups
+    separately (its float tolerance and its time budget are per group)."""
+    base = len(row.get("base_input") or [])
+    plus = len(row["plus_input"]) if isinstance(row.get("plus_input"), list) else 0
+    skip = OVERSIZED_INPUTS.get(row["task_id"], set())
+    return [group for i, group in enumerate(["base"] * base + ["plus"] * plus) if i not in skip]
+
+
 def oracle_of(row: dict[str, Any]) -> str:
-    if row["task_id"] == "HumanEval/32":
-        return "poly_root"
-    if row["entry_point"] in MBPP_SET_ORACLE:
+    """The special oracle EvalPlus's ``unsafe_execute`` applies to this task."""
+    entry = row["entry_point"]
+    if str(row["task_id"]).startswith("HumanEval"):
+        return "find_zero" if entry == "find_zero" else "exact"
+    if entry in MBPP_ENTRY_ORACLES:
+        return MBPP_ENTRY_ORACLES[entry]
+    if entry in MBPP_SET_ORACLE:
         return "set"
-    if row["entry_point"] in MBPP_NOT_NONE_ORACLE:
+    if entry in MBPP_NOT_NONE_ORACLE:
         return "not_none"
     return "exact"
 
 
-def float_tolerance(row: dict[str, Any]) -> float:
-    return max(float(row.get("atol") or 0.0), 1e-6)
+def comparison_of(row: dict[str, Any]) -> dict[str, Any]:
+    """EvalPlus's comparison for this task: its rule, its oracle, its ``atol``."""
+    return {"rule": "evalplus", "oracle": oracle_of(row), "atol": float(row.get("atol") or 0.0)}

@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-body-mb", type=float, default=64.0, help="largest accepted request body")
     p.add_argument("--max-queue-items", type=int, default=16384, help="items in flight before answering 429")
     p.add_argument("--unsafe", action="store_true", help="run code even where the sandbox cannot isolate (NOT isolated)")
+    p.add_argument("--limit-cap", action="append", default=[], metavar="NAME=VALUE",
+                   help="the most a client may ask for one code limit, e.g. --limit-cap memory_mb=2048 (repeatable; defaults: "
+                        "time_s=60, memory_mb=4096, total_s=900, processes=256, ...); larger requests get 422")
     p.set_defaults(func=run)
 
 
@@ -50,6 +53,17 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--workers must be at least 1")
     if not 0 < args.port < 65536:
         raise UserError("--port must be between 1 and 65535")
+    from sandbox.server import DEFAULT_LIMIT_CAPS
+
+    caps = dict(DEFAULT_LIMIT_CAPS)
+    for entry in args.limit_cap:
+        name, sep, value = entry.partition("=")
+        if not sep or name not in caps:
+            raise UserError(f"--limit-cap {entry!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(caps))}")
+        try:
+            caps[name] = float(value)
+        except ValueError:
+            raise UserError(f"--limit-cap {entry!r}: {value!r} is not a number") from None
     config = ServerConfig(
         host=args.host,
         port=args.port,
@@ -60,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_queue_items=args.max_queue_items,
         unsafe=args.unsafe,
+        limit_caps=caps,
     )
     try:
         config.validate()

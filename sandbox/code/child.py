@@ -1,24 +1,38 @@
-"""The test child: the process that drops privileges, applies rlimits and runs the untrusted
-program (or, for Python, calls its entry point / runs its asserts), reporting through pipes.
+"""The test child: the process that joins the sandbox's cgroup, drops privileges, applies
+rlimits and the system-call filter, then runs the untrusted program (or, for Python, serves
+calls of its entry point), reporting through pipes.
 
-Split from the supervisor (``sandbox.code.runner``), which forks it for every test.
+Forked by the supervisor (``sandbox.code.runner``) for every test. Nothing this process writes
+is believed: the supervisor reads its exit status, its usage and the cgroup's counters itself,
+and parses the call channel as untrusted bytes. The only message that precedes the program is
+the one-byte "ready" on a descriptor that is closed before the program's first instruction: a
+child that dies before it is a sandbox fault, one that dies after it is the program's.
+
+Call channel, child to supervisor: ``L`` once (the program's module code has run; that counts
+as the program's time, like a test), then per call ``S`` (arguments decoded, the call starts), ``R`` (the call
+returned or raised), then ``V`` and the encoded value in chunks (4-byte length + bytes each, a
+zero length ends it), ``E`` + length + exception text, or ``X`` + length + why the value could
+not be encoded. Only the time between ``S`` and ``R`` is the program's; decoding arguments and
+encoding results is the judge's work and gets its own allowance, proportional to the bytes.
 """
 from __future__ import annotations
 
+import builtins
 import fcntl
+import importlib
 import io
-import json
 import os
+import struct
 import sys
 import types
 from typing import Any
 
-from sandbox.code.isolation import ResourceLimits, apply_rlimits, drop_privileges
-from sandbox.wire import read_message, write_message
+from sandbox.code import seccomp
+from sandbox.code.decoding import Decoder
+from sandbox.code.isolation import SITE_DIR, ResourceLimits, apply_rlimits, drop_privileges
+from sandbox.code.values import Encoder, Unencodable
+from sandbox.wire import write_all
 
-EXIT_MEMORY = 97
-EXIT_NOT_JSON = 98
-EXIT_BAD_ENTRY = 99
 SANDBOX_ENV = {
     "PATH": "/usr/bin:/bin",
     "HOME": "/tmp",
@@ -27,36 +41,62 @@ SANDBOX_ENV = {
     "LC_ALL": "C.UTF-8",
     "PYTHONIOENCODING": "utf-8",
     "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
 }
+CALL_ARGS_FD, CALL_RESULT_FD = 3, 4
+_U32 = struct.Struct("!I")
+#: Request flags (supervisor to call child).
+WRITEBACK, HANDLES = 1, 2
+ENTRY = "@entry"
 
 
 # ---------------------------------------------------------------------------------------------
-# The test child (untrusted once the program starts)
+# Becoming the sandboxed process
 # ---------------------------------------------------------------------------------------------
-def enter_child(fds: dict[int, int], uid: int | None, limits: ResourceLimits, workdir: str) -> None:
-    """Become the sandboxed process: own session, fds 0.. only, limits, unprivileged uid."""
+def enter_child(fds: dict[int, int], uid: int | None, limits: ResourceLimits, workdir: str, ready_fd: int, use_seccomp: bool) -> None:
+    """Own session, fds 0.. only, limits, unprivileged uid, filter; then tell the supervisor
+    the sandbox holds (``ready``) and close that descriptor. (The child is already in the
+    sandbox's cgroup: it inherits the supervisor's.)"""
     os.setsid()
+    fds = {**fds, max(fds) + 1: ready_fd}
     parked = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 256) for target, source in fds.items()}
     for target, source in parked.items():
         os.dup2(source, target)
-    keep = max(fds) + 1
-    os.closerange(keep, 65536)
+    ready = max(fds)
+    os.closerange(ready + 1, 65536)
     os.chdir(workdir)
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")  # the out-of-memory killer takes this process before the supervisor
+    except OSError:
+        pass
     apply_rlimits(limits)
     if uid is not None:
         drop_privileges(uid)
-    os.environ.clear()
-    os.environ.update(SANDBOX_ENV)
-    os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    if set(os.environ) != set(SANDBOX_ENV) or os.environ.get("HOME") != workdir:
+        os.environ.clear()
+        os.environ.update(SANDBOX_ENV)
+        os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    if use_seccomp:
+        seccomp.install()
+    os.write(ready, b"1")
+    os.close(ready)
 
 
-def python_streams() -> None:
+def python_streams(isolated: bool = True) -> None:
+    """Fresh standard streams over fds 0-2, no digit cap on ``int``/``str`` conversion, and an
+    import path of the standard library plus the allowed packages (``/site``) only."""
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace")
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="replace")
     sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="replace", line_buffering=True)
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
+    if isolated:
+        sys.path[:] = [p for p in sys.path if p and os.path.isdir(p)] + [SITE_DIR]
+        importlib.invalidate_caches()
 
 
 def _flush_and_exit(code: int) -> None:
@@ -78,15 +118,18 @@ def compile_program(path: str) -> None:
         _COMPILED[path] = compile(fh.read(), path, "exec", dont_inherit=True)
 
 
+def run_code(code: Any, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Execute a code object in ``namespace`` (in a sandboxed child only)."""
+    types.FunctionType(code, namespace)()
+    return namespace
+
+
 def _run_python_script(path: str, run_name: str) -> dict[str, Any]:
-    """Execute the program as a module named ``run_name`` (in the sandboxed child)."""
-    namespace: dict[str, Any] = {"__name__": run_name, "__file__": path, "__builtins__": __builtins__}
     code = _COMPILED.get(path)
     if code is None:
         compile_program(path)
         code = _COMPILED[path]
-    types.FunctionType(code, namespace)()
-    return namespace
+    return run_code(code, {"__name__": run_name, "__file__": path, "__builtins__": builtins})
 
 
 def python_main(path: str) -> None:
@@ -96,8 +139,6 @@ def python_main(path: str) -> None:
     code = 0
     try:
         _run_python_script(path, "__main__")
-    except MemoryError:
-        code = EXIT_MEMORY
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
@@ -106,115 +147,130 @@ def python_main(path: str) -> None:
     _flush_and_exit(code)
 
 
-def decode_args(value: Any) -> Any:
-    """Inverse of ``encode_args``: rebuild tuples, sets, complex numbers and special floats."""
-    if isinstance(value, list):
-        return [decode_args(v) for v in value]
-    if isinstance(value, dict):
-        if len(value) == 1:
-            (key, inner), = value.items()
-            if key == "__tuple__":
-                return tuple(decode_args(v) for v in inner)
-            if key == "__set__":
-                return {decode_args(v) for v in inner}
-            if key == "__complex__":
-                return complex(inner[0], inner[1])
-            if key == "__float__":
-                return float(inner)
-            if key == "__dict__":
-                return {decode_args(k): decode_args(v) for k, v in inner}
-        return {k: decode_args(v) for k, v in value.items()}
-    return value
+# ---------------------------------------------------------------------------------------------
+# The call server
+# ---------------------------------------------------------------------------------------------
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        chunk = os.read(fd, min(size - got, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
-def encode_value(value: Any, depth: int = 0) -> Any:
-    """JSON-safe form of a return value; raises TypeError for anything else (never trusted)."""
-    if depth > 200:
-        raise TypeError("value nested too deeply")
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            return {"__float__": repr(value)}
-        return value
-    if isinstance(value, (list, tuple)):
-        return [encode_value(v, depth + 1) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return {"__set__": [encode_value(v, depth + 1) for v in value]}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value):
-            return {k: encode_value(v, depth + 1) for k, v in value.items()}
-        return {"__dict__": [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in value.items()]}
-    if isinstance(value, complex):
-        return {"__complex__": [value.real, value.imag]}
-    # Anything else (a regex match, an object with a custom __eq__) travels as an opaque marker:
-    # it equals nothing, so no method the program defines takes part in the comparison.
-    return {"__object__": type(value).__name__}
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
-def python_calls(path: str, entry: dict[str, Any], args_fd: int, result_fd: int) -> None:
-    """Load the program once, then answer calls: JSON args in, tagged JSON result out."""
+def encode_call_request(name: str, args: bytes, flags: int = 0, handle: int = 0) -> bytes:
+    """Supervisor side: ``[len][flags][handle][name length][name][encoded (args, kwargs)]``."""
+    raw = name.encode()
+    body = struct.pack("!BIH", flags, handle, len(raw)) + raw + args
+    return _U32.pack(len(body)) + body
+
+
+def _resolve(namespace: dict[str, Any], entry: str | None, name: str, handle: int, handles: dict[int, Any]) -> Any:
+    if handle:
+        target = handles[handle]
+        return getattr(target, name) if name else target
+    if name == ENTRY:
+        if not entry:
+            raise NameError("no entry point was named")
+        cls = namespace.get("Solution")
+        if isinstance(cls, type) and hasattr(cls, entry):
+            return getattr(cls(), entry)
+        name = entry
+    if name not in namespace or not callable(namespace[name]):
+        raise NameError(f"no function or Solution method named {name!r}")
+    return namespace[name]
+
+
+def python_calls(path: str, entry: str | None, max_result_bytes: int) -> None:
+    """Load the program once, then answer calls until the supervisor closes the channel."""
     import traceback
 
     try:
         namespace = _run_python_script(path, "__solution__")
-        fn = _resolve_entry(namespace, entry)
-    except MemoryError:
-        _flush_and_exit(EXIT_MEMORY)
-    except SystemExit:
-        _flush_and_exit(EXIT_BAD_ENTRY)
     except BaseException:
         traceback.print_exc()
         _flush_and_exit(1)
+    _send(CALL_RESULT_FD, b"L")  # the program's module code has run: calls may start
+
+    def instance(type_name: str, attrs: dict[str, Any]) -> Any:
+        cls = namespace.get(type_name)
+        if not isinstance(cls, type):
+            raise NameError(f"the tests pass a {type_name} but the program defines no such class")
+        obj = cls.__new__(cls)
+        obj.__dict__.update(attrs)
+        return obj
+
+    handles: dict[int, Any] = {}
+    out = CALL_RESULT_FD
+    requests = io.BufferedReader(io.FileIO(CALL_ARGS_FD, "r", closefd=False), 1 << 20)
+    decoder = Decoder(instances=instance)
     while True:
         try:
-            request = read_message(args_fd)
-        except Exception:
+            head = requests.read(4)
+            if len(head) < 4:
+                raise EOFError
+            (size,) = _U32.unpack(head)
+            body = requests.read(size)
+            if len(body) < size:
+                raise EOFError
+        except (EOFError, OSError):
             _flush_and_exit(0)
+        flags, handle, name_len = struct.unpack_from("!BIH", body)
+        name = body[7 : 7 + name_len].decode()
         try:
-            value = fn(*decode_args(json.loads(request["args_json"])))
-        except MemoryError:
-            _flush_and_exit(EXIT_MEMORY)
-        except SystemExit:
-            _flush_and_exit(1)
-        except BaseException:
-            traceback.print_exc()
-            _flush_and_exit(1)
+            args, kwargs = decoder.decode(body[7 + name_len :])
+            fn = _resolve(namespace, entry, name, handle, handles)
+        except BaseException as exc:
+            _send(out, b"SR" + _message(b"E", exc))
+            continue
+        _send(out, b"S")
         try:
-            text = json.dumps(encode_value(value), allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            print(f"rlvr: {exc}", file=sys.stderr)
-            _flush_and_exit(EXIT_NOT_JSON)
+            value = fn(*args, **kwargs)
+        except BaseException as exc:
+            _send(out, b"R" + _message(b"E", exc))
+            continue
+        _send(out, b"R")
         try:
             sys.stdout.flush()
         except BaseException:
             pass
-        write_message(result_fd, {"result": text})
+        started = [False]
+
+        def chunk(data: bytes) -> None:
+            if not data:
+                return  # a zero length ends the value
+            head = (b"" if started[0] else b"V") + _U32.pack(len(data))
+            started[0] = True
+            write_all(out, [head, data])
+
+        try:
+            encoder = Encoder(max_result_bytes, handles=handles if flags & HANDLES else None, sink=chunk)
+            rest = encoder.encode((value, tuple(args)) if flags & WRITEBACK else value)
+        except (Unencodable, RecursionError, MemoryError, OverflowError, ValueError, TypeError) as exc:
+            if started[0]:
+                _flush_and_exit(1)  # half a value is on the channel: end this child
+            _send(out, _message(b"X", exc))
+            continue
+        tail = _U32.pack(0)
+        if rest:
+            write_all(out, [(b"" if started[0] else b"V") + _U32.pack(len(rest)), rest, tail])
+        else:
+            _send(out, (b"" if started[0] else b"V") + tail)
 
 
-def _resolve_entry(namespace: dict[str, Any], entry: dict[str, Any]):
-    name = entry["fn_name"]
-    cls = namespace.get("Solution")
-    if isinstance(cls, type) and hasattr(cls, name):
-        return getattr(cls(), name)
-    fn = namespace.get(name)
-    if callable(fn):
-        return fn
-    print(f"rlvr: no function or Solution method named {name!r}", file=sys.stderr)
-    _flush_and_exit(EXIT_BAD_ENTRY)
-
-
-def python_asserts(path: str, nonce: str, result_fd: int) -> None:
-    """Run program + appended asserts; success must be *reported*, exiting early is not enough."""
-    import traceback
-
-    code = 0
+def _message(kind: bytes, exc: BaseException) -> bytes:
     try:
-        _run_python_script(path, "__main__")
-        write_message(result_fd, {"result": nonce})
-    except MemoryError:
-        code = EXIT_MEMORY
+        text = f"{type(exc).__name__}: {exc}"
     except BaseException:
-        traceback.print_exc()
-        code = 1
-    _flush_and_exit(code)
+        text = type(exc).__name__
+    raw = text[:500].encode("utf-8", "replace")
+    return kind + _U32.pack(len(raw)) + raw

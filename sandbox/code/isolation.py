@@ -11,7 +11,9 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import platform
 import resource
+import secrets
 import sys
 from dataclasses import dataclass
 
@@ -31,12 +33,25 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 
+MNT_DETACH = 2
+NR_KEYCTL = 250 if platform.machine() in ("x86_64", "AMD64") else 219
+KEYCTL_JOIN_SESSION_KEYRING = 1
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 
-#: Sandboxed programs run as SANDBOX_UID_BASE + (a pid), a range no host account uses.
+#: Sandboxed programs run as a uid drawn at random from [SANDBOX_UID_BASE, SANDBOX_UID_END), a
+#: range no host account uses (2^31 - 2^21 values: two sandboxes alive at once practically
+#: never share one, and nothing of a sandbox outlives it that a later owner could find).
 SANDBOX_UID_BASE = 2_000_000
+SANDBOX_UID_END = 2**31 - 1
+
+
+def sandbox_uid() -> int:
+    return SANDBOX_UID_BASE + secrets.randbelow(SANDBOX_UID_END - SANDBOX_UID_BASE)
+
+
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -77,15 +92,36 @@ def bind_readonly(source: str, target: str) -> None:
 
 @dataclass(frozen=True)
 class RootLayout:
-    """What the sandboxed program can see besides its scratch directory."""
+    """What the sandboxed program can see besides its program and scratch directories."""
 
     readonly_dirs: tuple[str, ...]
     readonly_files: tuple[str, ...]
     symlinks: tuple[tuple[str, str], ...]
+    packages: tuple[tuple[str, str], ...] = ()
+
+
+#: Third-party packages the benchmarks' own runners let solutions import (EvalPlus and
+#: LiveCodeBench solutions may use numpy; LeetCode's Python has sortedcontainers), bound
+#: read-only at ``/site`` and nothing else of the judge's environment.
+SANDBOX_PACKAGES = ("numpy", "numpy.libs", "sortedcontainers")
+SITE_DIR = "/site"
+PROGRAM_DIR = "/prog"
+SCRATCH_DIR = "/tmp"
+
+
+def _package_dirs() -> tuple[tuple[str, str], ...]:
+    found = []
+    for entry in sys.path:
+        for name in SANDBOX_PACKAGES:
+            path = os.path.join(entry, name)
+            if os.path.isdir(path) and not any(n == name for _, n in found):
+                found.append((os.path.realpath(path), name))
+    return tuple(found)
 
 
 def default_layout() -> RootLayout:
-    """``/usr`` (compilers, libraries) and this Python's installation; no ``/etc``, no ``/home``."""
+    """``/usr`` (compilers, libraries), this Python's installation and the allowed packages; no
+    ``/etc``, no ``/home``."""
     dirs = ["/usr"]
     prefix = os.path.realpath(sys.base_prefix)
     if not prefix.startswith("/usr"):
@@ -98,40 +134,69 @@ def default_layout() -> RootLayout:
             links.append((os.readlink(path), name))
         elif os.path.isdir(path):
             dirs.append(path)
-    return RootLayout(tuple(dirs), tuple(files), tuple(links))
+    return RootLayout(tuple(dirs), tuple(files), tuple(links), _package_dirs())
 
 
-def build_root(layout: RootLayout, scratch_mb: int) -> None:
+def _tmpfs(target: str, size_kb: int, inodes: int, mode: str, flags: int = 0) -> None:
+    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | flags, f"size={max(size_kb, 4)}k,nr_inodes={inodes},mode={mode}")
+
+
+def build_root(layout: RootLayout, scratch_mb: int, scratch_files: int, program_kb: int) -> None:
     """Assemble a new root (inside a private mount namespace) and chroot into it.
 
     Nothing is created on the host: a tmpfs first covers ``/tmp`` in this namespace only, and
-    the new root is a second small tmpfs inside it (read-only once built). The sandbox's ``/tmp``
-    is a third tmpfs, the only writable place. ``/proc`` is mounted later, by PID 1.
+    the new root is a second small tmpfs inside it (read-only once built). ``/prog`` is a tmpfs
+    that receives the program (and its compiled binary) and is then sealed read-only; the
+    sandbox's ``/tmp`` is the only writable place and is replaced by a fresh one for every test.
+    Every tmpfs has a size *and* an inode cap (empty files cost kernel memory too). ``/proc``
+    is mounted later, by PID 1.
     """
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0700")
+    _tmpfs("/tmp", 1024, 16, "0700")
     root = "/tmp/root"
     os.mkdir(root)
-    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    _tmpfs(root, 16 << 10, 512, "0755")
     for directory in layout.readonly_dirs:
         bind_readonly(directory, root + directory)
     for path in layout.readonly_files:
         bind_readonly(path, root + path)
     for target, name in layout.symlinks:
         os.symlink(target, os.path.join(root, name))
-    os.makedirs(root + "/tmp", exist_ok=True)
-    mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=1777")
-    os.makedirs(root + "/proc", exist_ok=True)
-    os.makedirs(root + "/dev", exist_ok=True)
+    for source, name in layout.packages:
+        bind_readonly(source, f"{root}{SITE_DIR}/{name}")
+    for directory in (SCRATCH_DIR, PROGRAM_DIR, "/proc", "/dev", "/etc"):
+        os.makedirs(root + directory, exist_ok=True)
+    _tmpfs(root + SCRATCH_DIR, scratch_mb << 10, scratch_files, "1777")
+    _tmpfs(root + PROGRAM_DIR, program_kb, 64, "0755")
     for name, minor in (("null", 3), ("zero", 5), ("full", 7), ("random", 8), ("urandom", 9)):
         os.mknod(f"{root}/dev/{name}", 0o666 | 0o020000, os.makedev(1, minor))
         os.chmod(f"{root}/dev/{name}", 0o666)
-    os.makedirs(root + "/etc", exist_ok=True)
     with open(root + "/etc/passwd", "w") as fh:
         fh.write("sandbox:x:%d:%d:sandbox:/tmp:/bin/false\n" % (65534, 65534))
     os.chroot(root)
     os.chdir("/")
     mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_REC)
+
+
+def fresh_scratch(scratch_mb: int, scratch_files: int) -> None:
+    """Replace the sandbox's ``/tmp`` with an empty tmpfs (nothing survives from one test to the
+    next). Called by PID 1 once no process of the previous test is left."""
+    _check(_libc.umount2(SCRATCH_DIR.encode(), ctypes.c_int(MNT_DETACH)), "umount /tmp")
+    _tmpfs(SCRATCH_DIR, scratch_mb << 10, scratch_files, "1777")
+
+
+def seal_program_dir() -> None:
+    """Make ``/prog`` read-only for everyone, root included: no test can change the program or
+    the binary the next test runs."""
+    mount(None, PROGRAM_DIR, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def join_fresh_keyring() -> None:
+    """Give this process (and everything it forks) a new, empty session keyring instead of the
+    caller's: keys the caller holds are not reachable from the sandbox."""
+    if _libc.syscall(ctypes.c_long(NR_KEYCTL), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING), ctypes.c_void_p(None)) < 0:
+        err = ctypes.get_errno()
+        raise IsolationError(err, f"keyctl join session keyring: {os.strerror(err)}")
 
 
 def mount_proc() -> None:
@@ -150,8 +215,11 @@ def drop_privileges(uid: int) -> None:
 
 @dataclass(frozen=True)
 class ResourceLimits:
+    """Per-process rlimits. ``memory_bytes`` None: no address-space cap (the sandbox's cgroup
+    limits resident memory instead, and an out-of-memory kill is then observable)."""
+
     cpu_s: float
-    memory_bytes: int
+    memory_bytes: int | None
     processes: int
     open_files: int
     file_bytes: int
@@ -161,7 +229,8 @@ class ResourceLimits:
 def apply_rlimits(limits: ResourceLimits) -> None:
     cpu = max(1, int(limits.cpu_s + 0.999))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    if limits.memory_bytes is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))

@@ -1,181 +1,454 @@
-"""The code judge: a pool worker that runs tests in a sandbox and compares outputs.
+"""The code judge: a pool worker that runs tests in sandboxes and compares outputs.
 
 The judge holds each submission's expected outputs and is the trusted parent that compares:
-the supervisor inside the sandbox only reports what the program printed or returned. Sandboxes
-come from a zygote (``sandbox.code.zygote``) forked at start-up, before any request, so expected
-outputs never reach a process a sandbox is forked from. The judge starts with a scrubbed
-environment, so nothing in any forked memory is a host secret.
+the supervisor inside a sandbox only reports what the program printed or returned, and what it
+observed (clock, CPU, memory events, exit status). Sandboxes come from a zygote
+(``sandbox.code.zygote``) forked at start-up, before any request, that never sees a program or
+a test. Assert-style tests run in a second sandbox, the tester (``sandbox.code.tester``), whose
+calls the judge relays to the program's sandbox, so the program never holds the test code.
+
+Verdict reasons follow from observations: ``time_limit`` / ``memory_limit`` / ``output_limit``
+from the supervisor's clock and the kernel's counters, ``runtime_error`` from an exit status or
+a raised exception, ``wrong_answer`` from a comparison, including any value the judge cannot
+read or compare. ``sandbox_error`` is reserved for faults the program could not cause: no
+isolation, a sandbox that could not start, a supervisor that stopped answering.
 """
 from __future__ import annotations
 
-import json
+import base64
 import os
-import secrets
 import select
 import signal
 import sys
 import time
+from collections import OrderedDict
 from typing import Any
 
+from sandbox.code.channels import CODEC_BYTES_PER_S, CODEC_FIXED_S, CODEC_WALL_FACTOR
+from sandbox.code.compare import Comparison, ResultJudge, describe_value, stdout_matches
 from sandbox.code.isolation import isolation_available
 from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
+from sandbox.code.tester import proxied_names
 from sandbox.code.zygote import start_zygote
-from sandbox.wire import WorkerCrashed, WorkerTimeout, read_message, recv_json, send_json, write_message
+from sandbox.wire import WorkerCrashed, WorkerTimeout, read_frame, recv_json, send_json, write_frame
 
-REASONS = {
-    "re": "runtime_error",
-    "tle": "time_limit",
-    "mle": "memory_limit",
-    "ole": "output_limit",
-    "bad_entry": "runtime_error",
-    "not_json": "wrong_answer",
-    "sandbox": "sandbox_error",
-}
+REASONS = {"re": "runtime_error", "raised": "runtime_error", "tle": "time_limit", "mle": "memory_limit", "ole": "output_limit", "bad_value": "wrong_answer", "no_answer": "wrong_answer", "sandbox": "sandbox_error"}
+#: Seconds the judge waits beyond an operation's own limits before it calls the sandbox dead.
+MARGIN_S = 10.0
+#: How long a verdict waits for the zygote to reap the sandbox's last process.
+REAP_WAIT_S = 5.0
+#: Call tests per round trip: batches double from 1 up to this, so a program that fails early
+#: has run almost nothing ahead, and one that passes pays one round trip per many calls.
+MAX_BATCH = 256
 ISOLATION: tuple[bool, str] = (False, "not checked")
 ZYGOTE: Any = None
 
 
-def _stop(sandbox: tuple[int, int, int, int], grace: float = 2.0) -> None:
-    """Tell the supervisor to finish; kill the sandbox if it does not exit within ``grace``.
+class SandboxDown(RuntimeError):
+    """A sandbox could not start or stopped answering (never the program's doing)."""
 
-    Returns only once the sandbox process has exited (the pidfd becomes readable), so when a
-    verdict is returned nothing of the submission is still running.
-    """
-    pid, pidfd, ctl_w, res_r = sandbox
-    try:
-        write_message(ctl_w, {"stop": True})
-    except OSError:
-        pass
-    if not select.select([pidfd], [], [], grace)[0]:
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        select.select([pidfd], [], [], 10.0)
-    send_json(ZYGOTE[1], {"reap": pid})
-    recv_json(ZYGOTE[1])
-    for fd in (ctl_w, res_r, pidfd):
+
+class Box:
+    """One sandbox as the judge drives it: opened by the zygote, fed frames, stopped, reaped."""
+
+    def __init__(self, language: str, limits: Limits):
+        self.language, self.limits = language, limits
+        self.pid = self.pidfd = self.ctl = self.res = -1
+        self.info: dict[str, Any] = {}
+        self.pending = 0
+
+    def open(self, files: dict[str, str], entry: str | None) -> dict[str, Any]:
+        sock = ZYGOTE[1]
+        send_json(sock, {"open": {"language": self.language, "limits": self.limits.to_dict()}})
+        reply, fds = recv_json(sock, want_fds=3)
+        while reply is not None and "reaped" in reply and not fds:  # a late answer to a reap
+            reply, fds = recv_json(sock, want_fds=3)
+        if reply is None or "error" in reply or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            raise SandboxDown(f"zygote: {(reply or {}).get('error', 'closed')}")
+        self.ctl, self.res, self.pidfd = fds
+        self.pid, self.info = reply["pid"], reply
         try:
-            os.close(fd)
+            write_frame(self.ctl, {"files": files, "entry": entry})
+            header, _ = read_frame(self.res, time.monotonic() + self.limits.compile_time_s * 1.5 + MARGIN_S + 5)
+        except (WorkerTimeout, WorkerCrashed, OSError) as exc:
+            raise SandboxDown(f"sandbox setup did not answer ({type(exc).__name__})") from exc
+        if "fatal" in header:
+            raise SandboxDown(f"sandbox setup failed: {header['fatal']}")
+        return header["compile"]
+
+    def send(self, header: dict[str, Any], blob: bytes = b"") -> None:
+        try:
+            write_frame(self.ctl, header, blob)
+            self.pending += 1
+        except OSError as exc:
+            raise SandboxDown(f"sandbox stopped answering ({type(exc).__name__})") from exc
+
+    def receive(self, wait_s: float) -> tuple[dict[str, Any], bytes]:
+        try:
+            frame = read_frame(self.res, time.monotonic() + wait_s)
+        except (WorkerTimeout, WorkerCrashed, OSError, ValueError) as exc:
+            raise SandboxDown(f"sandbox stopped answering ({type(exc).__name__})") from exc
+        if "relay" not in frame[0]:
+            self.pending -= 1
+        return frame
+
+    def op(self, header: dict[str, Any], blob: bytes, wait_s: float) -> tuple[dict[str, Any], bytes]:
+        self.send(header, blob)
+        reply, payload = self.receive(wait_s)
+        return reply["outcome"], payload
+
+    def close(self, grace: float = 2.0) -> None:
+        """Stop the supervisor; kill the sandbox if it lingers. Returns once it has exited, so
+        nothing of the submission runs when the verdict is returned."""
+        if self.pid < 0:
+            return
+        try:
+            write_frame(self.ctl, {"op": "stop"})
         except OSError:
             pass
-
-
-def _open_sandbox(setup: dict[str, Any]) -> tuple[int, int, int, int]:
-    sock = ZYGOTE[1]
-    send_json(sock, {"setup": setup})
-    reply, fds = recv_json(sock, want_fds=3)
-    if reply is None:
-        raise WorkerCrashed("zygote closed")
-    if "error" in reply:
-        raise WorkerCrashed(f"zygote: {reply['error']}")
-    ctl_w, res_r, pidfd = fds
-    return reply["pid"], pidfd, ctl_w, res_r
-
-
-def judge_outcome(test: dict[str, Any], outcome: dict[str, Any], limits: Limits, nonce: str | None, oracle: str = "exact") -> tuple[bool, str, str]:
-    """Compare one test's outcome with its expectation; returns (passed, reason, detail)."""
-    from sandbox.code.compare import result_matches, stdout_matches  # after the zygote fork: keep it small
-    status = outcome["status"]
-    stderr_tail = (outcome.get("stderr") or "").strip().splitlines()[-1:] or [""]
-    if status == "ok":
-        kind = test["kind"]
-        if kind == "stdin":
-            ok, why = stdout_matches(outcome["stdout"], test["output"], limits.float_abs_tol, limits.float_rel_tol)
-            return ok, "ok" if ok else "wrong_answer", why
-        if kind == "call":
+        if self.pending:
+            grace = 0.0  # work sent ahead is still running and nobody wants its answer
+        if not select.select([self.pidfd], [], [], grace)[0]:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            select.select([self.pidfd], [], [], 10.0)
+        sock = ZYGOTE[1]
+        send_json(sock, {"reap": self.pid})  # the zygote reaps it (then removes its cgroup)
+        if select.select([sock], [], [], REAP_WAIT_S)[0]:
+            recv_json(sock)
+        for fd in (self.ctl, self.res, self.pidfd):
             try:
-                got = json.loads(outcome["result"]) if outcome.get("result") is not None else None
-            except ValueError:
-                return False, "wrong_answer", "unreadable return value"
-            want = json.loads(test["expected_json"])
-            ok = result_matches(got, want, oracle, json.loads(test["args_json"]), limits.float_abs_tol, limits.float_rel_tol)
-            return ok, "ok" if ok else "wrong_answer", "" if ok else f"expected {test['expected_json'][:80]}, got {(outcome.get('result') or '')[:80]}"
-        ok = nonce is not None and outcome.get("result") == nonce
-        return ok, "ok" if ok else "wrong_answer", "" if ok else "the program stopped before its tests finished"
-    if status == "re" and test["kind"] == "assert" and "AssertionError" in (outcome.get("stderr") or ""):
-        return False, "wrong_answer", "assertion failed"
-    if status == "not_json":
-        return False, "wrong_answer", stderr_tail[0][:200] or "return value is not a plain value"
-    detail = stderr_tail[0][:200]
+                os.close(fd)
+            except OSError:
+                pass
+        self.pid = -1
+
+
+def _wall(limits: Limits, time_s: float | None) -> float:
+    return (time_s or limits.time_s) * limits.wall_factor + limits.wall_grace_s
+
+
+def outcome_reason(outcome: dict[str, Any], limits: Limits, time_s: float | None) -> tuple[str, str]:
+    """Reason and detail of a test that did not finish normally."""
+    status = outcome["status"]
     if status == "tle":
-        detail = f"exceeded {limits.time_s:g}s CPU or {limits.wall_s:g}s wall clock"
-    elif status == "mle":
-        detail = f"exceeded {limits.memory_mb} MiB"
-    elif status == "ole":
-        detail = f"printed more than {limits.output_kb} KiB"
-    return False, REASONS.get(status, "sandbox_error"), detail
+        notes = outcome.get("notes") or []
+        if "cpu time limit" in notes:
+            return "time_limit", f"exceeded {time_s or limits.time_s:g}s of CPU time"
+        if "wall clock limit" in notes:
+            return "time_limit", f"exceeded {_wall(limits, time_s):g}s of wall-clock time (sleeping or waiting)"
+        return "time_limit", f"exceeded {time_s or limits.time_s:g}s CPU or {_wall(limits, time_s):g}s wall clock"
+    if status == "mle":
+        return "memory_limit", f"exceeded {limits.memory_mb} MiB"
+    if status == "ole":
+        return "output_limit", outcome.get("error") or f"printed more than {limits.output_kb} KiB"
+    if status in ("raised", "bad_value", "no_answer"):
+        return REASONS[status], (outcome.get("error") or "")[:200]
+    if status == "sandbox":
+        return "sandbox_error", outcome.get("error") or "sandbox fault"
+    tail = (outcome.get("stderr") or "").strip().splitlines()[-1:] or [f"exit status {outcome.get('exit_code')}" if outcome.get("signal") is None else f"killed by signal {outcome['signal']}"]
+    return "runtime_error", tail[0][:200]
+
+
+class Submission:
+    """One request: the program's sandbox, a tester sandbox if there are assert tests, and the
+    tests in order."""
+
+    def __init__(self, request: dict[str, Any]):
+        self.request = request
+        self.limits = Limits.from_any(request["limits"])
+        self.language = get_language(request["language"])
+        self.tests = request["tests"]
+        self.comparison = Comparison.from_any(request.get("compare"))
+        self.results = ResultJudge(self.comparison)
+        self.program = Box(self.language.name, self.limits)
+        self.tester: Box | None = None
+        self.program_s = 0.0
+        self.batch = 1
+        self.inflight: tuple[int, list[bytes], float] | None = None
+        self.send_ahead = True
+        self.sent_at = 0.0
+        self.slice_s: float | None = self.request.get("yield_after_s") if self.request.get("collect") else None
+
+    def run(self) -> dict[str, Any]:
+        reply: dict[str, Any] = {"passed": 0, "total": len(self.tests), "first_failure": None}
+        collect = bool(self.request.get("collect"))
+        results: list[dict[str, Any]] = []
+        try:
+            started = time.monotonic()
+            compiled = self.program.open({self.language.source: self.request["program"]}, self.request.get("fn_name"))
+            self.program_s = time.monotonic() - started
+            if compiled.get("status") != "ok":
+                reason = "time_limit" if compiled.get("status") == "tle" else "compile_error"
+                return {**reply, "reason": reason, "detail": "compiler: " + (compiled.get("stderr") or "").strip()[-500:], "compile": compiled, "results": []}
+            index = 0
+            slice_s = self.slice_s
+            while index < len(self.tests):
+                if slice_s is not None and time.monotonic() - started >= slice_s:
+                    if self.inflight is None or self.inflight[0] != index:
+                        reply["yielded"] = index
+                        break
+                    self.send_ahead = False  # take the batch in flight, then hand the rest back
+                if self.program_s >= self.limits.total_s:
+                    reply.update(reason=reply.get("reason") or "time_limit", detail=reply.get("detail") or f"submission exceeded {self.limits.total_s:g}s")
+                    reply["first_failure"] = index if reply["first_failure"] is None else reply["first_failure"]
+                    break
+                if self.tests[index]["kind"] == "call":
+                    verdicts = self.next_calls(index)
+                else:
+                    verdicts = [self.run_test(self.tests[index])]
+                stop = False
+                for passed, reason, detail, raw in verdicts:
+                    if reason == "skipped":
+                        break
+                    index += 1
+                    if collect:
+                        results.append(raw)
+                        continue
+                    if passed:
+                        reply["passed"] += 1
+                        continue
+                    if reply["first_failure"] is None:
+                        reply.update(first_failure=index - 1, reason=reason, detail=f"test {index - 1}: {detail}" if detail else f"test {index - 1}")
+                    if self.request.get("stop_on_fail", True):
+                        stop = True
+                        break
+                if stop:
+                    break
+        except SandboxDown as exc:
+            reply.update(reason="sandbox_error", detail=str(exc))
+        finally:
+            for box in (self.program, self.tester):
+                if box is not None:
+                    box.close()
+        if collect:
+            return {"results": results, "reason": reply.get("reason", "ok"), "detail": reply.get("detail", ""), "yielded": reply.get("yielded")}
+        reply.setdefault("reason", "ok")
+        notes = self.isolation_notes()
+        if notes and reply["reason"] != "ok":
+            reply["detail"] = f"{reply.get('detail', '')} ({notes})".strip()
+        return reply
+
+    def isolation_notes(self) -> str:
+        info = self.program.info
+        notes = []
+        if info and not info.get("cgroup") and not self.request.get("unsafe"):
+            notes.append(f"no cgroup ({info.get('cgroup_note')}): memory and processes are limited per process")
+        if info and not info.get("seccomp") and not self.request.get("unsafe"):
+            notes.append("no system-call filter on this machine")
+        return "; ".join(notes)
+
+    def run_test(self, test: dict[str, Any]) -> tuple[bool, str, str, dict[str, Any]]:
+        kind, time_s = test["kind"], test.get("time_s")
+        if kind == "stdin":
+            outcome, stdout = self.program.op({"op": "stdin", "time_s": time_s}, test["input"].encode("utf-8", "surrogateescape"), _wall(self.limits, time_s) + MARGIN_S)
+            self.program_s += outcome["wall_ms"] / 1000
+            text = stdout.decode("utf-8", "replace")
+            raw = {**outcome, "stdout": text}
+            if outcome["status"] != "ok":
+                return (False, *outcome_reason(outcome, self.limits, time_s), raw)
+            ok, why = stdout_matches(text, test["output"], test.get("atol", self.comparison.atol), test.get("rtol", self.comparison.rtol))
+            return ok, "ok" if ok else "wrong_answer", why, raw
+        return self.run_assert(test)
+
+    def _send_calls(self, start: int) -> None:
+        """Send the call tests from ``start`` on (at most the current batch size, calls only)."""
+        end = start
+        while end < len(self.tests) and end - start < self.batch and self.tests[end]["kind"] == "call":
+            end += 1
+        self.batch = min(2 * self.batch, MAX_BATCH)
+        args = [base64.b64decode(test["args"]) for test in self.tests[start:end]]
+        calls = [{"name": "@entry", "time_s": test.get("time_s"), "flags": 0} for test in self.tests[start:end]]
+        self.inflight = (start, args, self._dispatch(calls, args))
+        self.sent_at = time.monotonic()
+
+    def next_calls(self, index: int) -> list[tuple[bool, str, str, dict[str, Any]]]:
+        """Verdicts of the batch of call tests that starts at ``index``. The batch after it is
+        sent before these are judged, so the program computes while the judge compares (a
+        batch sent ahead of a failure is simply abandoned with the sandbox)."""
+        if self.inflight is not None and self.inflight[0] != index:
+            self._collect(self.inflight[2])  # ran ahead of a failure: discard
+            self.inflight = None
+        if self.inflight is None:
+            self._send_calls(index)
+        start, args, wait = self.inflight  # type: ignore[misc]
+        outcomes = self._collect(wait)
+        self.inflight = None
+        took = time.monotonic() - self.sent_at
+        if self.slice_s is not None and took > self.slice_s / 4:
+            # a reference run in slices: batches of about a quarter slice, so a slow
+            # reference hands back its rest soon and the rest spreads over the workers
+            self.batch = max(1, int(len(args) * self.slice_s / 4 / took))
+        following = start + len(args)
+        if self.send_ahead and following < len(self.tests) and self.tests[following]["kind"] == "call":
+            self._send_calls(following)
+        return self.judge_calls(self.tests[start:following], args, outcomes)
+
+    def judge_calls(self, tests: list[dict[str, Any]], args: list[bytes], outcomes: list[tuple[dict[str, Any], bytes]]) -> list[tuple[bool, str, str, dict[str, Any]]]:
+        """Verdicts of a batch of call tests; they stop at the first call that ended the
+        program's process (``skipped``)."""
+        verdicts = []
+        collect = bool(self.request.get("collect"))
+        for test, arg, (outcome, blob) in zip(tests, args, outcomes):
+            if outcome["status"] == "skipped":
+                verdicts.append((False, "skipped", "", {}))
+                break
+            raw = {**outcome, **describe_value(blob)} if collect and outcome["status"] == "ok" else dict(outcome) if collect else {}
+            if outcome["status"] != "ok":
+                verdicts.append((False, *outcome_reason(outcome, self.limits, test.get("time_s")), raw))
+            elif test.get("expected") is None and not test.get("expected_digest"):
+                verdicts.append((True, "ok", "", raw))
+            else:
+                expected = base64.b64decode(test["expected"]) if test.get("expected") is not None else None
+                try:
+                    ok, why = self.results.check({**test, "args": arg, "expected": expected}, blob)
+                except (OSError, ValueError) as exc:
+                    raise SandboxDown(f"the expected value is not available: {exc}") from exc
+                verdicts.append((ok, "ok" if ok else "wrong_answer", why, raw))
+        return verdicts
+
+    def _dispatch(self, calls: list[dict[str, Any]], args: list[bytes]) -> float:
+        """Send calls to the program's sandbox; returns how long their answers may take."""
+        wait = MARGIN_S
+        for call, arg in zip(calls, args):
+            call["size"] = len(arg)
+            codec = 2 * CODEC_FIXED_S + (len(arg) + (self.limits.result_mb << 20)) / CODEC_BYTES_PER_S
+            wait += CODEC_WALL_FACTOR * codec + _wall(self.limits, call.get("time_s"))
+        self.program.send({"op": "calls", "calls": calls}, b"".join(args))
+        return wait
+
+    def calls(self, calls: list[dict[str, Any]], args: list[bytes]) -> list[tuple[dict[str, Any], bytes]]:
+        """Run calls in the program's sandbox; (outcome, result bytes) for each."""
+        return self._collect(self._dispatch(calls, args))
+
+    def _collect(self, wait: float) -> list[tuple[dict[str, Any], bytes]]:
+        reply, blob = self.program.receive(wait)
+        out, offset = [], 0
+        for outcome in reply["outcomes"]:
+            out.append((outcome, blob[offset : offset + outcome["size"]]))
+            offset += outcome["size"]
+            self.program_s += outcome["wall_ms"] / 1000
+        return out
+
+    def run_assert(self, test: dict[str, Any]) -> tuple[bool, str, str, dict[str, Any]]:
+        """Run one assert test in the tester sandbox, relaying its calls to the program's."""
+        if self.tester is None:
+            self.tester = Box("python", self.limits)
+            self.tester.open({}, None)
+        setup = self.request.get("test_setup") or ""
+        fn_name = self.request.get("fn_name")
+        try:
+            proxies = proxied_names(test["code"], setup, fn_name)
+        except SyntaxError as exc:
+            return False, "sandbox_error", f"the test code does not parse: {exc.msg}", {}
+        budget = test.get("time_s") or self.limits.time_s
+        used, failure, raised = 0.0, None, False
+        spec = {"setup": setup, "code": test["code"], "proxies": proxies, "entry": fn_name}
+        tester_wall = 2 * _wall(self.limits, budget) + 5
+        self.tester.send({"op": "assert", "spec": spec, "wall_s": tester_wall})
+        while True:
+            header, blob = self.tester.receive(tester_wall + MARGIN_S)
+            if "outcome" in header:
+                break
+            try:
+                request, args = _split_frame(blob)
+            except ValueError:
+                self.tester.send({"abort": True})
+                continue
+            remaining = budget - used
+            if failure is not None or remaining <= 0:
+                failure = failure or ("time_limit", f"the calls of this test exceeded {budget:g}s CPU")
+                self.tester.send({"status": "failed", "reason": failure[0]})
+                continue
+            call = {"name": str(request.get("name", "")), "handle": int(request.get("handle", 0)), "flags": int(request.get("flags", 0)), "time_s": remaining}
+            (outcome, result), = self.calls([call], [args])
+            used += outcome.get("cpu_ms", 0.0) / 1000
+            if outcome["status"] == "ok":
+                self.tester.send({"status": "value"}, result)
+            elif outcome["status"] == "raised":
+                raised = True
+                self.tester.send({"status": "raised", "error": outcome.get("error", "")})
+            else:
+                failure = outcome_reason(outcome, self.limits, remaining)
+                self.tester.send({"status": "failed", "reason": failure[0]})
+        outcome = header["outcome"]
+        raw = {**outcome, "result": None}
+        if failure is not None:
+            return False, failure[0], failure[1], raw
+        if outcome["status"] != "ok" or not blob:
+            if outcome["status"] == "sandbox":
+                return False, "sandbox_error", outcome.get("error", ""), raw
+            if outcome["status"] == "tle":
+                return False, "time_limit", f"the test did not finish within {tester_wall:g}s", raw
+            return False, "wrong_answer", "the test could not be completed on the program's answers", raw
+        try:
+            done, _ = _split_frame(blob)
+        except ValueError:
+            return False, "wrong_answer", "the test could not be completed on the program's answers", raw
+        if done.get("ok"):
+            return True, "ok", "", raw
+        error = str(done.get("error", ""))[:200]
+        if done.get("reason"):
+            return False, str(done["reason"]), error, raw
+        if done.get("assertion"):
+            return False, "wrong_answer", "assertion failed" + (f": {error[16:]}" if len(error) > 16 else ""), raw
+        return False, "runtime_error" if raised else "wrong_answer", error, raw
+
+
+def _split_frame(frame: bytes) -> tuple[dict[str, Any], bytes]:
+    import json
+    import struct
+
+    head, size = struct.unpack_from("!II", frame)
+    header = json.loads(frame[8 : 8 + head])
+    if not isinstance(header, dict) or len(frame) != 8 + head + size:
+        raise ValueError("bad frame")
+    return header, frame[8 + head :]
+
+
+#: Test lists seen by digest (``PreparedTests``): a benchmark problem's tests arrive once.
+TESTS_CACHE: "OrderedDict[str, list[dict[str, Any]]]" = OrderedDict()
+TESTS_CACHE_SIZE = 128
+
+
+def _tests_of(request: dict[str, Any]) -> list[dict[str, Any]] | None:
+    if "tests" in request:
+        return request["tests"]
+    digest = request.get("tests_ref")
+    if "tests_text" in request:
+        import hashlib
+        import json
+
+        if hashlib.sha256(request["tests_text"].encode()).hexdigest() != digest:
+            raise ValueError("tests_text does not match tests_ref")
+        TESTS_CACHE[digest] = json.loads(request["tests_text"])
+        while len(TESTS_CACHE) > TESTS_CACHE_SIZE:
+            TESTS_CACHE.popitem(last=False)
+    if digest in TESTS_CACHE:
+        TESTS_CACHE.move_to_end(digest)
+        return TESTS_CACHE[digest]
+    return None
 
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:
     """Grade one submission (or, with ``collect``, just run it and return its results)."""
-    started = time.monotonic()
     isolated, why = ISOLATION
     if not isolated and not request.get("unsafe"):
         return {"reason": "sandbox_error", "detail": f"isolation unavailable: {why}; pass unsafe=True (--unsafe) to run without it", "passed": 0}
     try:
-        language = get_language(request["language"])
-        limits = Limits.from_any(request["limits"])
+        tests = _tests_of(request)
+    except ValueError as exc:
+        return {"reason": "sandbox_error", "detail": f"bad request: {exc}", "passed": 0}
+    if tests is None:
+        return {"need_tests": True}
+    request["tests"] = tests
+    try:
+        submission = Submission(request)
     except (KeyError, ValueError) as exc:
-        return {"reason": "sandbox_error", "detail": str(exc), "passed": 0}
-    tests = request["tests"]
-    files = {language.source: request["program"]}
-    nonces: dict[int, str] = {}
-    for i, test in enumerate(tests):
-        if test["kind"] == "assert":
-            files[f"test_{i}.py"] = request["program"] + "\n\n" + test["code"] + "\n"
-            nonces[i] = secrets.token_hex(16)
-    setup = {"language": language.name, "limits": limits.to_dict(), "files": files, "entry": {"fn_name": request.get("fn_name")}}
-    deadline = started + limits.total_s
-    try:
-        sandbox = _open_sandbox(setup)
-        _, _, ctl_w, res_r = sandbox
-    except (WorkerCrashed, OSError) as exc:
-        return {"reason": "sandbox_error", "detail": f"could not start the sandbox: {exc}", "passed": 0, "total": len(tests)}
-    results: list[dict[str, Any]] = []
-    reply: dict[str, Any] = {"passed": 0, "total": len(tests), "first_failure": None}
-    try:
-        compiled = read_message(res_r, min(deadline, time.monotonic() + limits.compile_time_s * 1.5 + 10))
-        if "fatal" in compiled:
-            return {**reply, "reason": "sandbox_error", "detail": f"sandbox setup failed: {compiled['fatal']}"}
-        if compiled["compile"]["status"] != "ok":
-            status = compiled["compile"]["status"]
-            reason = "time_limit" if status == "tle" else "compile_error"
-            return {**reply, "reason": reason, "detail": "compiler: " + (compiled["compile"].get("stderr") or "").strip()[-500:], "compile": compiled["compile"], "results": []}
-        for i, test in enumerate(tests):
-            if time.monotonic() >= deadline:
-                reply.update(reason=reply.get("reason") or "time_limit", detail=f"submission exceeded {limits.total_s:g}s")
-                reply["first_failure"] = i if reply["first_failure"] is None else reply["first_failure"]
-                break
-            message = {"kind": test["kind"], "time_s": test.get("time_s")}
-            if test["kind"] == "stdin":
-                message["input"] = test["input"]
-            elif test["kind"] == "call":
-                message["args_json"] = test["args_json"]
-            else:
-                message.update(file=f"test_{i}.py", nonce=nonces[i])
-            write_message(ctl_w, message)
-            response = read_message(res_r, min(deadline + 5, time.monotonic() + limits.wall_s + 10))
-            outcome = response["outcome"]
-            if request.get("collect"):
-                results.append({key: outcome.get(key) for key in ("status", "result", "cpu_ms", "wall_ms", "stdout", "stderr", "exit_code", "signal")})
-                continue
-            passed, reason, detail = judge_outcome(test, outcome, limits, nonces.get(i), request.get("oracle") or "exact")
-            if passed:
-                reply["passed"] += 1
-                continue
-            if reply["first_failure"] is None:
-                reply.update(first_failure=i, reason=reason, detail=f"test {i}: {detail}" if detail else f"test {i}")
-            if request.get("stop_on_fail", True):
-                break
-    except (WorkerTimeout, WorkerCrashed, OSError, KeyError) as exc:
-        reply.update(reason="sandbox_error", detail=f"sandbox stopped answering: {type(exc).__name__}")
-    finally:
-        _stop(sandbox)
-    if request.get("collect"):
-        return {"results": results, "reason": reply.get("reason", "ok"), "detail": reply.get("detail", ""), "compile": compiled.get("compile") if "compiled" in locals() else None}
-    reply.setdefault("reason", "ok")
-    if reply["reason"] == "ok" and reply["passed"] != len(tests):
-        reply["reason"] = "sandbox_error"
-    return reply
+        return {"reason": "sandbox_error", "detail": f"bad request: {exc}", "passed": 0}
+    return submission.run()
 
 
 def main() -> None:
@@ -187,7 +460,7 @@ def main() -> None:
     from sandbox.pool import serve
 
     if hasattr(sys, "set_int_max_str_digits"):
-        sys.set_int_max_str_digits(0)  # expected outputs may hold huge integers
+        sys.set_int_max_str_digits(0)
     serve(handle, on_exit=_stop_zygote)
 
 

@@ -1,6 +1,8 @@
 """Languages as data: how to recognise, compile and run a program.
 
-Adding a language is adding an entry. ``warm`` marks the language that runs inside a fork of the
+Adding a language is adding an entry. In commands, ``{src}`` is the source in the read-only
+program directory, ``{out}`` where the compiler writes the binary (the scratch directory; the
+supervisor then moves it into the sealed program directory) and ``{bin}`` that binary. ``warm`` marks the language that runs inside a fork of the
 already-started interpreter of the sandbox (Python), which is what makes short tests cheap;
 every other language is compiled once per submission and executed per test.
 """
@@ -33,16 +35,16 @@ LANGUAGES: dict[str, Language] = {
         name="cpp",
         source="main.cpp",
         fences=("cpp", "c++", "cc", "cxx"),
-        compile=("/usr/bin/g++", "-std=gnu++17", "-O2", "-pipe", "-o", "main", "main.cpp"),
-        run=("./main",),
+        compile=("/usr/bin/g++", "-std=gnu++17", "-O2", "-pipe", "-o", "{out}", "{src}"),
+        run=("{bin}",),
         markers=("#include", "int main"),
     ),
     "c": Language(
         name="c",
         source="main.c",
         fences=("c",),
-        compile=("/usr/bin/gcc", "-std=gnu11", "-O2", "-pipe", "-o", "main", "main.c", "-lm"),
-        run=("./main",),
+        compile=("/usr/bin/gcc", "-std=gnu11", "-O2", "-pipe", "-o", "{out}", "{src}", "-lm"),
+        run=("{bin}",),
         markers=("#include", "int main"),
     ),
 }

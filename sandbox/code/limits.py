@@ -4,22 +4,33 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+#: Largest value each limit may take at all (a typo such as ``memory_mb=100000`` is refused, not
+#: run); servers apply their own, lower caps on what clients send (``cap``).
+MAXIMA: dict[str, float] = {
+    "time_s": 3600.0, "wall_factor": 10.0, "wall_grace_s": 60.0, "total_s": 7200.0, "memory_mb": 65536,
+    "output_kb": 1 << 20, "processes": 4096, "open_files": 65536, "file_kb": 1 << 22, "scratch_mb": 16384,
+    "scratch_files": 1 << 20, "result_mb": 1024, "compile_time_s": 600.0, "compile_memory_mb": 65536,
+}
+
 
 @dataclass(frozen=True)
 class Limits:
     """Per-test and per-submission limits. Every one is enforced, not advisory.
 
     Attributes:
-        time_s: CPU seconds per test (RLIMIT_CPU, plus a per-call budget in call mode).
+        time_s: CPU seconds per test (for a functional test: per call), measured by the
+            supervisor for the whole sandbox (cgroup), children and threads included.
         wall_factor, wall_grace_s: wall clock per test = time_s * wall_factor + wall_grace_s, so a
-            sleeping program is stopped too.
+            sleeping or blocked program is stopped too.
         total_s: wall clock for the whole submission, compile included.
-        memory_mb: address space per process (RLIMIT_AS); exceeding it is ``memory_limit``.
+        memory_mb: memory of the whole sandbox (every process together, a cgroup); where the
+            machine has no usable cgroup, the address space of each process (RLIMIT_AS).
         output_kb: stdout (and separately stderr) bytes read per test; more is ``output_limit``.
-        processes: processes/threads the sandbox uid may hold (RLIMIT_NPROC).
-        open_files, file_kb, scratch_mb: descriptors, size of one written file, size of /tmp.
+        processes: processes and threads the sandbox may hold at once.
+        open_files, file_kb: descriptors per process, size of one written file.
+        scratch_mb, scratch_files: size and file count (inodes) of the per-test ``/tmp``.
+        result_mb: size of one encoded functional result.
         compile_time_s, compile_memory_mb: limits for the compiler of compiled languages.
-        float_abs_tol, float_rel_tol: token-wise float tolerance when comparing outputs.
     """
 
     time_s: float = 4.0
@@ -32,18 +43,33 @@ class Limits:
     open_files: int = 64
     file_kb: int = 16384
     scratch_mb: int = 64
+    scratch_files: int = 4096
+    result_mb: int = 64
     compile_time_s: float = 20.0
     compile_memory_mb: int = 2048
-    float_abs_tol: float = 1e-6
-    float_rel_tol: float = 1e-6
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"limit {f.name} must be a non-negative number, got {value!r}")
-        if self.time_s <= 0 or self.memory_mb < 16 or self.processes < 1:
-            raise ValueError("time_s must be positive, memory_mb at least 16, processes at least 1")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ValueError(f"limit {f.name} must be a number, got {value!r}")
+            if value > MAXIMA[f.name]:
+                raise ValueError(f"limit {f.name}={value!r} exceeds the maximum {MAXIMA[f.name]:g}")
+        positive = ("time_s", "total_s", "output_kb", "processes", "open_files", "file_kb", "scratch_mb", "scratch_files", "result_mb", "compile_time_s")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"limit {name} must be positive, got {getattr(self, name)!r}")
+        if self.wall_factor < 1 or self.wall_grace_s < 0:
+            raise ValueError("wall_factor must be at least 1 and wall_grace_s not negative")
+        if self.memory_mb < 16 or self.compile_memory_mb < 16:
+            raise ValueError("memory_mb and compile_memory_mb must be at least 16")
+        if self.open_files < 16:
+            raise ValueError("open_files must be at least 16 (the interpreter needs a few)")
+        for name, value, which in (("open_files", self.open_files, "RLIMIT_NOFILE"), ("processes", self.processes, "RLIMIT_NPROC"), ("file_kb", self.file_kb * 1024, "RLIMIT_FSIZE")):
+            hard = _hard_limit(which)
+            if hard is not None and value > hard:
+                shown = hard // 1024 if name == "file_kb" else hard
+                raise ValueError(f"limit {name}={getattr(self, name)} exceeds this machine's hard limit ({which} {shown}); lower it")
 
     @property
     def wall_s(self) -> float:
@@ -64,3 +90,25 @@ class Limits:
                 raise ValueError(f"unknown limit(s) {sorted(unknown)}; known: {[f.name for f in fields(cls)]}")
             base = cls(**value)
         return replace(base, **overrides) if overrides else base
+
+
+def check_caps(value: "Limits | dict[str, Any] | None", caps: dict[str, float], where: str = "limits") -> None:
+    """Refuse client-supplied limits above a server's caps (``ValueError`` naming the field)."""
+    if value is None:
+        return
+    given = value.to_dict() if isinstance(value, Limits) else dict(value)
+    for name, cap in caps.items():
+        if name in given and isinstance(given[name], (int, float)) and given[name] > cap:
+            raise ValueError(f"{where}.{name}: {given[name]!r} exceeds this server's cap of {cap:g}")
+
+
+def _hard_limit(name: str) -> int | None:
+    """The hard rlimit of this process (sandboxes inherit it: a limit above it cannot be set
+    without CAP_SYS_RESOURCE, which containers often lack)."""
+    try:
+        import resource
+
+        hard = resource.getrlimit(getattr(resource, name))[1]
+    except (ImportError, AttributeError, OSError, ValueError):
+        return None
+    return None if hard == -1 else hard

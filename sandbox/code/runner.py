@@ -1,129 +1,139 @@
-"""Inside the sandbox: the supervisor (PID 1 of the submission's namespaces); the test child it
-forks is ``sandbox.code.child``.
+"""Inside the sandbox: the supervisor (PID 1 of the submission's namespaces).
 
 The supervisor is our code, running as root inside fresh namespaces and a chroot. For each test
-it forks a child that drops to an unprivileged uid, applies rlimits and runs the program; it
-feeds stdin, drains stdout/stderr with caps, enforces the wall clock, and afterwards kills
-every other process in the namespace (``kill(-1)`` from PID 1 reaches exactly those) and reaps
-them. It never sees expected outputs: it reports raw outputs to the judge outside.
+it forks a child (``sandbox.code.child``) that joins the sandbox's cgroup, drops to the
+sandbox's uid, applies rlimits and the system-call filter, and runs the program. The supervisor
+feeds input without ever blocking on it, drains output with caps, enforces the wall clock and
+the CPU budget (read from the cgroup, children and threads included), and afterwards kills
+every other process in the namespace (``kill(-1)`` from PID 1 reaches exactly those), reaps
+them and gives the next test an empty ``/tmp``. Every verdict reason it reports comes from what
+it observed: its own clock, the kernel's usage and out-of-memory counters, the exit status. It
+never sees expected outputs; it reports raw outputs to the judge outside.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import resource
 import select
+import shutil
 import signal
-import sys
+import struct
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from sandbox.code.child import (EXIT_BAD_ENTRY, EXIT_MEMORY, EXIT_NOT_JSON, compile_program, enter_child, python_asserts, python_calls, python_main,
-                                python_streams)
-from sandbox.code.isolation import ResourceLimits
+from sandbox.code.cgroups import SUPERVISOR_MB
+from sandbox.code.channels import BUSY_PATIENCE, COALESCE_S, STDERR_TAIL, BatchReader, Feed, FrameReader, Outcome
+from sandbox.code.child import enter_child, python_calls, python_main, python_streams
+from sandbox.code.isolation import PROGRAM_DIR, SCRATCH_DIR, ResourceLimits, fresh_scratch
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
-from sandbox.wire import read_message, write_message
+from sandbox.code.tester import python_tester
 
-STDERR_TAIL = 2000
-MAX_RESULT_BYTES = 64 << 20
-WORKDIR = "/tmp"
+READY_WAIT_S = 10.0
+#: Pipes to and from children are enlarged to this (fewer wakeups for large values).
+PIPE_BYTES = 1 << 20
+F_SETPIPE_SZ = 1031
+
+
+class SetupFailed(RuntimeError):
+    """The child died before the program started: a sandbox fault, never the program's."""
 
 
 @dataclass
-class Outcome:
-    """What happened when one test ran (no judgement: the judge compares outside)."""
-
-    status: str = "ok"
-    stdout: bytes = b""
-    stderr: bytes = b""
-    result: str | None = None
-    exit_code: int | None = None
-    signal: int | None = None
-    cpu_ms: float = 0.0
-    wall_ms: float = 0.0
+class Child:
+    pid: int
+    pidfd: int
+    start: float
+    fds: dict[str, int | None]
+    exited: bool = False
+    status: int = 0
+    cpu_s: float = 0.0
     max_rss_kb: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    def to_message(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "stdout": self.stdout.decode("utf-8", "replace"),
-            "stderr": self.stderr[-STDERR_TAIL:].decode("utf-8", "replace"),
-            "result": self.result,
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "cpu_ms": round(self.cpu_ms, 2),
-            "wall_ms": round(self.wall_ms, 2),
-            "max_rss_kb": self.max_rss_kb,
-        }
 
 
-# ---------------------------------------------------------------------------------------------
-# The supervisor
-# ---------------------------------------------------------------------------------------------
 class Supervisor:
     """Runs one submission's tests inside the sandbox (PID 1 when isolated)."""
 
-    def __init__(self, language: Language, limits: Limits, uid: int | None, isolated: bool, workdir: str = WORKDIR):
-        self.language = language
-        self.limits = limits
-        self.uid = uid
-        self.isolated = isolated
-        self.workdir = workdir
-        self.call_child: dict[str, Any] | None = None
-
-    def test_limits(self, step: str = "test", time_s: float | None = None) -> ResourceLimits:
-        lim = self.limits
-        if step == "compile":
-            return ResourceLimits(lim.compile_time_s, lim.compile_memory_mb << 20, max(lim.processes, 16), max(lim.open_files, 64), lim.file_kb << 10)
-        # A call child answers many calls: its CPU budget is the submission's; each call is held
-        # to ``time_s`` by the wall clock and by its own CPU delta.
-        cpu = lim.total_s if step == "calls" else (time_s or lim.time_s)
-        return ResourceLimits(cpu, lim.memory_mb << 20, lim.processes, lim.open_files, lim.file_kb << 10)
+    def __init__(self, language: Language, limits: Limits, uid: int | None, isolated: bool, workdir: str, cgroup: Any, use_seccomp: bool):
+        self.language, self.limits, self.uid, self.isolated = language, limits, uid, isolated
+        self.cgroup, self.use_seccomp = cgroup, use_seccomp
+        self.prog_dir = PROGRAM_DIR if isolated else os.path.join(workdir, "prog")
+        self.scratch = SCRATCH_DIR if isolated else os.path.join(workdir, "tmp")
+        self.call_child: Child | None = None
 
     # -- process plumbing ----------------------------------------------------------------------
-    def spawn(self, target, extra_fds: int = 0, step: str = "test", time_s: float | None = None) -> dict[str, Any]:
+    def resource_limits(self, step: str, time_s: float | None = None) -> ResourceLimits:
+        lim = self.limits
+        memory = None if self.cgroup is not None else lim.memory_mb << 20
+        if step == "compile":
+            return ResourceLimits(lim.compile_time_s, None if self.cgroup is not None else lim.compile_memory_mb << 20, max(lim.processes, 16), max(lim.open_files, 64), lim.file_kb << 10)
+        # A call or tester child lives for many calls: the CPU rlimit is the submission's
+        # budget (a backstop); each call is held to its own budget by the supervisor.
+        cpu = lim.total_s if step in ("calls", "tester") else (time_s or lim.time_s)
+        return ResourceLimits(cpu, memory, lim.processes, lim.open_files, lim.file_kb << 10)
+
+    def spawn(self, target: Callable[[], None], step: str = "test", time_s: float | None = None, channels: bool = False) -> Child:
         pipes = {name: os.pipe() for name in ("stdin", "stdout", "stderr")}
-        extra = [os.pipe() for _ in range(extra_fds)]
+        extra = [os.pipe(), os.pipe()] if channels else []
+        for r, _ in [pipes["stdout"], *extra]:
+            try:
+                fcntl.fcntl(r, F_SETPIPE_SZ, PIPE_BYTES)
+            except OSError:
+                pass
+        ready_r, ready_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
+                os.close(ready_r)
                 fds = {0: pipes["stdin"][0], 1: pipes["stdout"][1], 2: pipes["stderr"][1]}
-                for k, (r, w) in enumerate(extra):
-                    fds[3 + k] = r if k == 0 else w
-                enter_child(fds, self.uid, self.test_limits(step, time_s), self.workdir)
+                if channels:
+                    fds[3], fds[4] = extra[0][0], extra[1][1]
+                enter_child(fds, self.uid, self.resource_limits(step, time_s), self.scratch, ready_w, self.use_seccomp)
+            except BaseException:
+                os._exit(125)
+            try:
                 target()
             except BaseException:
                 pass
             os._exit(125)
+        os.close(ready_w)
         for name, (r, w) in pipes.items():
             os.close(r if name == "stdin" else w)
-        for k, (r, w) in enumerate(extra):
-            os.close(r if k == 0 else w)
-        child = {
-            "pid": pid,
-            "stdin": pipes["stdin"][1],
-            "stdout": pipes["stdout"][0],
-            "stderr": pipes["stderr"][0],
-            "to_child": extra[0][1] if extra_fds else None,
-            "from_child": extra[1][0] if extra_fds > 1 else None,
-            "start": time.monotonic(),
-            "pidfd": os.pidfd_open(pid),
-        }
+        if channels:
+            os.close(extra[0][0])
+            os.close(extra[1][1])
+        child = Child(pid, os.pidfd_open(pid), time.monotonic(), {
+            "stdin": pipes["stdin"][1], "stdout": pipes["stdout"][0], "stderr": pipes["stderr"][0],
+            "to_child": extra[0][1] if channels else None, "from_child": extra[1][0] if channels else None,
+        })
+        for key in ("stdin", "to_child"):
+            if child.fds[key] is not None:
+                os.set_blocking(child.fds[key], False)
+        ready = select.select([ready_r], [], [], READY_WAIT_S)[0] and os.read(ready_r, 1) == b"1"
+        os.close(ready_r)
+        if not ready:
+            self.close_child(child)
+            self.kill_everything(child)
+            raise SetupFailed(f"the {step} process could not enter the sandbox")
+        child.start = time.monotonic()
         return child
 
-    def close_child(self, child: dict[str, Any]) -> None:
-        for key in ("stdin", "stdout", "stderr", "to_child", "from_child", "pidfd"):
-            fd = child.get(key)
+    def close_child(self, child: Child) -> None:
+        for key, fd in child.fds.items():
             if fd is not None:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-                child[key] = None
+                child.fds[key] = None
+        if child.pidfd >= 0:
+            os.close(child.pidfd)
+            child.pidfd = -1
 
-    def kill_everything(self, child: dict[str, Any] | None = None) -> None:
+    def kill_everything(self, child: Child | None = None) -> None:
         """Kill every process of this submission and reap them all (no survivors, no zombies)."""
         if self.isolated and os.getpid() == 1:
             try:
@@ -132,223 +142,306 @@ class Supervisor:
                 pass
         elif child is not None:
             try:
-                os.killpg(child["pid"], signal.SIGKILL)
+                os.killpg(child.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
         while True:
             try:
-                pid, _ = os.waitpid(-1, 0)
+                os.waitpid(-1, 0)
             except ChildProcessError:
                 break
-            if pid == 0:
-                break
+        if self.call_child is not None and self.call_child is not child and self.isolated:
+            self.close_child(self.call_child)
+            self.call_child = None
 
-    def pump(self, child: dict[str, Any], outcome: Outcome, deadline: float, stdin_data: bytes = b"", want_message: bool = False) -> dict[str, Any] | None:
-        """Move bytes until the child exits (or, with ``want_message``, answers), with caps."""
-        cap = self.limits.output_kb * 1024
-        pending = memoryview(stdin_data)
-        if not stdin_data and child["stdin"] is not None:
-            os.close(child["stdin"])
-            child["stdin"] = None
-        out = bytearray(outcome.stdout)
-        err = bytearray(outcome.stderr)
-        err_total = 0
-        message_buf = bytearray()
-        exited_at = None
-        while True:
-            now = time.monotonic()
-            if now >= deadline:
-                outcome.status = "tle"
-                outcome.notes.append("wall clock limit")
-                break
-            reads = [fd for fd in (child["stdout"], child["stderr"], child.get("from_child")) if fd is not None]
-            writes = [child["stdin"]] if child["stdin"] is not None and pending else []
-            if exited_at is None:
-                done = self._reap(child, outcome)
-                if done:
-                    exited_at = now
-            if exited_at is not None and (not reads or now - exited_at > 0.05):
-                break
-            watch = reads + ([child["pidfd"]] if exited_at is None and child.get("pidfd") is not None else [])
-            timeout = min(deadline - now, 0.05 if exited_at is None else 0.01)
-            try:
-                r_ready, w_ready, _ = select.select(watch, writes, [], max(timeout, 0))
-            except InterruptedError:
-                continue
-            r_ready = [fd for fd in r_ready if fd != child.get("pidfd")]
-            for fd in w_ready:
-                try:
-                    written = os.write(fd, pending[: 1 << 16])
-                    pending = pending[written:]
-                except (BrokenPipeError, OSError):
-                    pending = memoryview(b"")
-                if not pending:
-                    os.close(child["stdin"])
-                    child["stdin"] = None
-            for fd in r_ready:
-                try:
-                    chunk = os.read(fd, 1 << 16)
-                except OSError:
-                    chunk = b""
-                key = "stdout" if fd == child["stdout"] else "stderr" if fd == child["stderr"] else "from_child"
-                if not chunk:
-                    os.close(fd)
-                    child[key] = None
-                    continue
-                if key == "stdout":
-                    out += chunk
-                    if len(out) > cap:
-                        outcome.status = "ole"
-                        outcome.notes.append("stdout limit")
-                        del out[cap:]
-                        outcome.stdout, outcome.stderr = bytes(out), bytes(err)
-                        return None
-                elif key == "stderr":
-                    err_total += len(chunk)
-                    err += chunk
-                    if len(err) > 4 * STDERR_TAIL:
-                        del err[: len(err) - STDERR_TAIL]
-                    if err_total > cap:
-                        outcome.status = "ole"
-                        outcome.notes.append("stderr limit")
-                        outcome.stdout, outcome.stderr = bytes(out), bytes(err)
-                        return None
-                else:
-                    message_buf += chunk
-                    if len(message_buf) >= 4 and int.from_bytes(message_buf[:4], "big") > MAX_RESULT_BYTES:
-                        outcome.status = "ole"
-                        outcome.notes.append("return value too large")
-                        outcome.stdout, outcome.stderr = bytes(out), bytes(err)
-                        return None
-                    message = _complete_message(message_buf)
-                    if message is not None and want_message:
-                        outcome.stdout, outcome.stderr = bytes(out), bytes(err)
-                        return message
-                    if message is not None:
-                        outcome.result = message.get("result")
-                        del message_buf[:]
-        outcome.stdout, outcome.stderr = bytes(out), bytes(err)
-        return None
+    def cpu_s(self, child: Child) -> float:
+        """CPU seconds the sandbox's programs used so far: the cgroup's count (every process
+        and thread) less the supervisor's own, or, without a cgroup, the child's (kernel ticks)."""
+        if self.cgroup is not None:
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            return self.cgroup.cpu_ns() / 1e9 - (own.ru_utime + own.ru_stime)
+        if child.exited:
+            return child.cpu_s
+        try:
+            with open(f"/proc/{child.pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
 
-    def _reap(self, child: dict[str, Any], outcome: Outcome) -> bool:
-        if child.get("exited"):
+    def _reap(self, child: Child) -> bool:
+        if child.exited:
             return True
         try:
-            pid, status, usage = os.wait4(child["pid"], os.WNOHANG)
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
         except ChildProcessError:
-            child["exited"] = True
+            child.exited = True
             return True
         if pid == 0:
             return False
-        child["exited"] = True
-        outcome.cpu_ms += (usage.ru_utime + usage.ru_stime) * 1000
-        outcome.max_rss_kb = max(outcome.max_rss_kb, usage.ru_maxrss)
-        if os.WIFSIGNALED(status):
-            outcome.signal = os.WTERMSIG(status)
-        else:
-            outcome.exit_code = os.WEXITSTATUS(status)
+        child.exited, child.status = True, status
+        child.cpu_s = usage.ru_utime + usage.ru_stime
+        child.max_rss_kb = usage.ru_maxrss
         return True
 
-    def classify(self, child: dict[str, Any], outcome: Outcome, cpu_limit_s: float) -> None:
-        """Turn exit status and usage into ok / re / tle / mle (ole and wall tle are set by pump)."""
-        outcome.wall_ms = (time.monotonic() - child["start"]) * 1000
+    def pump(self, child: Child, outcome: Outcome, deadline: Callable[[], float], cpu_limit: Callable[[], float | None], feed: Feed | None = None, feed_key: str = "stdin", reader: Any = None, coalesce_s: float = 0.0, patience: Callable[[], float] = lambda: 0.0) -> bool:
+        """Move bytes until the child exits or ``reader`` has a complete message, enforcing the
+        output caps, the wall clock and the CPU budget. Never blocks on the child. Returns True
+        when the reader is satisfied. ``coalesce_s``: wake at most this often, so answers to
+        many short calls are read together (timings are then this coarse). ``patience``: how
+        much longer than its wall clock a runnable program under its CPU budget may take."""
+        cap = self.limits.output_kb * 1024
+        feed = feed or Feed()
+        fds = child.fds
+        if not feed.data and feed_key == "stdin" and fds["stdin"] is not None:
+            os.close(fds["stdin"])
+            fds["stdin"] = None
+        out, err = bytearray(outcome.stdout), bytearray(outcome.stderr)
+        err_total, exited_at, next_cpu_check = 0, None, 0.0
+        satisfied, woke = False, 0.0
+        try:
+            while True:
+                now = time.monotonic()
+                if coalesce_s and now - woke < coalesce_s:
+                    time.sleep(coalesce_s - (now - woke))
+                    now = time.monotonic()
+                woke = now
+                limit = cpu_limit()
+                if now >= deadline():
+                    # A program that is runnable (starved by a busy machine, not sleeping) and
+                    # still within its CPU budget gets more wall time, up to ``patience``.
+                    if exited_at is None and limit is not None and now < deadline() + patience() and _runnable(child.pid) and self.cpu_s(child) < limit:
+                        if "machine busy: wall clock extended" not in outcome.notes:
+                            outcome.notes.append("machine busy: wall clock extended")
+                    else:
+                        outcome.status = "tle"
+                        outcome.notes.append("wall clock limit")
+                        break
+                if limit is not None and now >= next_cpu_check:
+                    next_cpu_check = now + 0.02
+                    if self.cpu_s(child) >= limit:
+                        outcome.status = "tle"
+                        outcome.notes.append("cpu time limit")
+                        break
+                reads = [fd for fd in (fds["stdout"], fds["stderr"], fds["from_child"]) if fd is not None]
+                writes = [fds[feed_key]] if feed.data and fds[feed_key] is not None else []
+                if exited_at is None and self._reap(child):
+                    exited_at = now
+                if exited_at is not None and (not reads or now - exited_at > 0.05):
+                    break
+                watch = reads + ([child.pidfd] if exited_at is None else [])
+                timeout = min(max(deadline() - now, 0), 0.02 if limit is not None else 0.25, 0.01 if exited_at is not None else 1.0)
+                try:
+                    r_ready, w_ready, _ = select.select(watch, writes, [], timeout)
+                except InterruptedError:
+                    continue
+                for fd in w_ready:
+                    try:
+                        feed.data = feed.data[os.write(fd, feed.data[: 1 << 16]):]
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        feed.data = memoryview(b"")
+                    if not feed.data and feed_key == "stdin":
+                        os.close(fd)
+                        fds["stdin"] = None
+                for fd in r_ready:
+                    if fd == child.pidfd:
+                        continue
+                    try:
+                        chunk = os.read(fd, PIPE_BYTES)
+                    except OSError:
+                        chunk = b""
+                    key = "stdout" if fd == fds["stdout"] else "stderr" if fd == fds["stderr"] else "from_child"
+                    if not chunk:
+                        os.close(fd)
+                        fds[key] = None
+                        continue
+                    if key == "stdout":
+                        out += chunk
+                        if len(out) > cap:
+                            del out[cap:]
+                            outcome.status = "ole"
+                            outcome.notes.append("stdout limit")
+                            return False
+                    elif key == "stderr":
+                        err_total += len(chunk)
+                        err += chunk
+                        if len(err) > 4 * STDERR_TAIL:
+                            del err[: len(err) - STDERR_TAIL]
+                        if err_total > cap:
+                            outcome.status = "ole"
+                            outcome.notes.append("stderr limit")
+                            return False
+                    elif reader is not None and reader.feed(chunk, time.monotonic(), getattr(reader, "cpu", None) or (lambda: self.cpu_s(child))):
+                        satisfied = True
+                if satisfied:
+                    return True
+        finally:
+            outcome.stdout, outcome.stderr = bytes(out), bytes(err)
+        return False
+
+    def classify(self, child: Child, outcome: Outcome, cpu_limit_s: float, cpu_before: float, oom_before: int) -> None:
+        """Turn what was observed into ok / re / tle / mle (ole and wall-clock tle are set by
+        ``pump``). Never from what the program printed or which exit code it chose."""
+        outcome.wall_ms = (time.monotonic() - child.start) * 1000
+        if not child.exited:
+            self._reap(child)
+        outcome.cpu_ms = max(self.cpu_s(child) - cpu_before, child.cpu_s) * 1000
+        outcome.max_rss_kb = child.max_rss_kb
+        if child.exited:
+            if os.WIFSIGNALED(child.status):
+                outcome.signal = os.WTERMSIG(child.status)
+            else:
+                outcome.exit_code = os.WEXITSTATUS(child.status)
         if outcome.status in ("ole", "tle"):
             return
-        if not child.get("exited"):
-            self._reap(child, outcome)
-        memory_kb = self.limits.memory_mb * 1024
-        if outcome.signal in (signal.SIGXCPU,) or (outcome.signal == signal.SIGKILL and outcome.cpu_ms >= cpu_limit_s * 1000 * 0.95):
+        # The kernel enforces RLIMIT_CPU on tick-sampled time, a little ahead of the precise count:
+        # SIGXCPU with (almost) the budget used is the limit firing, not a signal the program chose.
+        rlimit_fired = outcome.signal == signal.SIGXCPU and outcome.cpu_ms >= 0.9 * max(1.0, cpu_limit_s) * 1000
+        if outcome.cpu_ms >= cpu_limit_s * 1000 or rlimit_fired:
             outcome.status = "tle"
-        elif outcome.exit_code == EXIT_MEMORY or b"std::bad_alloc" in outcome.stderr or (outcome.signal is not None and outcome.max_rss_kb >= 0.9 * memory_kb):
+            outcome.notes.append("cpu time limit")
+        elif self.cgroup is not None and self.cgroup.oom_kills() > oom_before:
             outcome.status = "mle"
-        elif outcome.exit_code == EXIT_NOT_JSON:
-            outcome.status = "not_json"
-        elif outcome.exit_code == EXIT_BAD_ENTRY:
-            outcome.status = "bad_entry"
+        elif self.cgroup is None and outcome.signal is not None and outcome.max_rss_kb >= 0.9 * self.limits.memory_mb * 1024:
+            outcome.status = "mle"
         elif outcome.signal is not None or (outcome.exit_code or 0) != 0:
             outcome.status = "re"
         else:
             outcome.status = "ok"
 
-    # -- steps --------------------------------------------------------------------------------
-    def compile(self, source_path: str) -> Outcome:
+    def _counters(self) -> tuple[float, int]:
+        if self.cgroup is None:
+            return 0.0, 0
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return self.cgroup.cpu_ns() / 1e9 - (own.ru_utime + own.ru_stime), self.cgroup.oom_kills()
+
+    def reset_scratch(self) -> None:
+        if self.isolated:
+            fresh_scratch(self.limits.scratch_mb, self.limits.scratch_files)
+        else:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            os.makedirs(self.scratch, mode=0o777)
+
+    def run_process(self, target: Callable[[], None], step: str, time_s: float, wall_s: float, stdin: bytes = b"", reset: bool = True) -> Outcome:
+        """One process from start to exit: a stdin test or the compiler."""
         outcome = Outcome()
-        argv = list(self.language.compile or ())
-
-        def target() -> None:
-            os.execv(argv[0], argv)
-
-        child = self.spawn(target, step="compile")
-        self.pump(child, outcome, time.monotonic() + self.limits.compile_time_s * 1.5 + 1)
-        self.classify(child, outcome, self.limits.compile_time_s)
+        cpu_before, oom_before = self._counters()
+        child = self.spawn(target, step=step, time_s=time_s)
+        if self.cgroup is None:
+            cpu_before = 0.0
+        self.pump(child, outcome, lambda: child.start + wall_s, lambda: cpu_before + time_s, Feed(stdin), patience=lambda: BUSY_PATIENCE * wall_s)
+        self.classify(child, outcome, time_s, cpu_before, oom_before)
         self.close_child(child)
         self.kill_everything(child)
+        if reset:
+            self.reset_scratch()
+        return outcome
+
+    # -- steps ---------------------------------------------------------------------------------
+    def compile(self) -> Outcome:
+        argv = [a.format(src=os.path.join(self.prog_dir, self.language.source), out=os.path.join(self.scratch, "main")) for a in self.language.compile or ()]
+        if self.cgroup is not None:
+            self.cgroup.set_memory((self.limits.compile_memory_mb + SUPERVISOR_MB) << 20)
+        try:
+            outcome = self.run_process(lambda: os.execv(argv[0], argv), "compile", self.limits.compile_time_s, self.limits.compile_time_s * 1.5 + 1, b"", reset=False)
+        finally:
+            if self.cgroup is not None:
+                self.cgroup.set_memory((self.limits.memory_mb + SUPERVISOR_MB) << 20)
         return outcome
 
     def wall_s(self, time_s: float | None) -> float:
         return (time_s or self.limits.time_s) * self.limits.wall_factor + self.limits.wall_grace_s
 
-    def run_stdin(self, path: str, stdin: str, time_s: float | None = None) -> Outcome:
-        outcome = Outcome()
+    def run_stdin(self, stdin: bytes, time_s: float | None) -> Outcome:
+        path = os.path.join(self.prog_dir, self.language.source)
         if self.language.warm:
-            target = lambda: (python_streams(), python_main(path))  # noqa: E731
+            target = lambda: (python_streams(self.isolated), python_main(path))  # noqa: E731
         else:
-            argv = list(self.language.run)
+            argv = [a.format(bin=os.path.join(self.prog_dir, "main")) for a in self.language.run]
+            target = lambda: os.execv(argv[0], argv)  # noqa: E731
+        limit = time_s or self.limits.time_s
+        return self.run_process(target, "test", limit, self.wall_s(time_s), stdin)
 
-            def target() -> None:
-                os.execv(os.path.join(self.workdir, argv[0][2:]) if argv[0].startswith("./") else argv[0], argv)
-
-        child = self.spawn(target, time_s=time_s)
-        self.pump(child, outcome, child["start"] + self.wall_s(time_s), stdin.encode("utf-8", "surrogateescape"))
-        self.classify(child, outcome, time_s or self.limits.time_s)
-        self.close_child(child)
-        self.kill_everything(child)
-        return outcome
-
-    def run_call(self, path: str, entry: dict[str, Any], args_json: str, time_s: float | None = None) -> Outcome:
-        """One call in the long-lived call child (started on first use, restarted after a failure)."""
-        outcome = Outcome()
-        if self.call_child is None:
-            self.call_child = self.spawn(lambda: (python_streams(), python_calls(path, entry, 3, 4)), extra_fds=2, step="calls")
+    def run_calls(self, entry: str | None, calls: list[tuple[bytes, int, float | None]]) -> list[Outcome]:
+        """Calls in the long-lived call child (started on first use, restarted after a
+        failure), written ahead of their answers so a batch costs one round trip, each answer
+        held to its own deadline and CPU budget. ``calls``: (request, argument bytes, time_s).
+        Status ``raised``: the function raised; ``bad_value``: its value could not be encoded
+        or the channel broke protocol (both the program's doing); ``skipped``: an earlier call
+        of the batch ended the child, this one did not run."""
+        path = os.path.join(self.prog_dir, self.language.source)
+        fresh = self.call_child is None
+        if fresh:
+            self.call_child = self.spawn(lambda: (python_streams(self.isolated), python_calls(path, entry, self.limits.result_mb << 20)), step="calls", channels=True)
         child = self.call_child
-        start = time.monotonic()
-        cpu_before = _self_cpu_ms(child["pid"])
-        try:
-            write_message(child["to_child"], {"args_json": args_json})
-        except (BrokenPipeError, OSError):
-            pass
-        message = self.pump(child, outcome, start + self.wall_s(time_s), want_message=True)
-        outcome.wall_ms = (time.monotonic() - start) * 1000
-        if message is not None:
-            outcome.result = message.get("result")
-            outcome.cpu_ms = _self_cpu_ms(child["pid"]) - cpu_before
-            outcome.status = "tle" if outcome.cpu_ms > (time_s or self.limits.time_s) * 1000 else "ok"
-            if outcome.status == "ok":
-                return outcome
-            outcome.notes.append("cpu time limit")
-            self.close_child(child)
-            self.kill_everything(child)
-            self.call_child = None
-            return outcome
-        if outcome.status not in ("ole", "tle"):
-            self.classify(child, outcome, time_s or self.limits.time_s)
-            if outcome.status == "ok":
-                outcome.status = "re"
-                outcome.notes.append("exited without answering")
+        _, oom_before = self._counters()
+        batch = BatchReader(lambda: self.cpu_s(child), self.limits.result_mb << 20, [(args_bytes, time_s or self.limits.time_s, self.wall_s(time_s)) for _, args_bytes, time_s in calls], fresh)
+        spare = Outcome()
+        done = self.pump(child, spare, batch.deadline, batch.cpu_limit, Feed(b"".join(request for request, _, _ in calls)), "to_child", batch, COALESCE_S if len(calls) > 1 else 0.0, batch.patience)
+        outcomes = batch.outcomes
+        if done and batch.failed is None:
+            return outcomes
+        current = outcomes[-1] if outcomes and outcomes[-1].status == "ok" and outcomes[-1].result is None else None
+        if current is None:
+            current = Outcome()
+            outcomes.append(current)
+        current.stdout, current.stderr = spare.stdout, spare.stderr
+        reader = batch.reader
+        if batch.failed is not None:
+            current.status = "ole" if batch.failed == "oversized" else "bad_value"
+            current.error = reader.error or f"return value larger than {self.limits.result_mb} MiB"
+            current.notes.append("result channel")
+        elif spare.status in ("ole", "tle"):
+            current.status, current.notes = spare.status, spare.notes
+        else:
+            self.classify(child, current, float("inf"), 0.0, oom_before)
+            if current.status == "ok":  # exit status 0 with no answer: it answered nothing
+                current.status = "no_answer"
+                current.error = "the program exited (status 0) before answering"
+        if reader is not None and reader.started_at:
+            current.wall_ms = (time.monotonic() - reader.started_at) * 1000
         self.close_child(child)
-        self.kill_everything(child)
         self.call_child = None
-        return outcome
+        self.kill_everything(child)
+        self.reset_scratch()
+        outcomes += [Outcome(status="skipped") for _ in range(len(calls) - len(outcomes))]
+        return outcomes
 
-    def run_asserts(self, path: str, nonce: str) -> Outcome:
+    def run_tester(self, spec: bytes, wall_s: float, relay: Callable[[bytes], bytes]) -> Outcome:
+        """One assert-style test in this (tester) sandbox: the tester child's call frames are
+        relayed to the judge, whose answers are fed back, until the child reports the end."""
         outcome = Outcome()
-        child = self.spawn(lambda: (python_streams(), python_asserts(path, nonce, 4)), extra_fds=2)
-        os.close(child["to_child"])
-        child["to_child"] = None
-        self.pump(child, outcome, child["start"] + self.limits.wall_s)
-        self.classify(child, outcome, self.limits.time_s)
+        child = self.spawn(lambda: (python_streams(self.isolated), python_tester()), step="tester", channels=True)
+        deadline = child.start + wall_s
+        feed = Feed(spec)
+        reader = FrameReader(self.limits.result_mb << 21)
+        while True:
+            if not self.pump(child, outcome, lambda: deadline, lambda: None, feed, "to_child", reader):
+                if outcome.status == "ok":
+                    self.classify(child, outcome, float("inf"), 0.0, 0)
+                    outcome.status = "tester_died" if outcome.status in ("ok", "re") else outcome.status
+                break
+            frame, reader.frame = reader.frame or b"", None
+            try:
+                head_size = struct.unpack_from("!I", frame)[0]
+                done = json.loads(frame[8 : 8 + head_size]).get("op") == "done"
+            except (struct.error, ValueError, AttributeError):
+                outcome.status = "tester_died"
+                break
+            if done:
+                outcome.result = frame
+                break
+            reply = relay(frame)
+            if not reply:
+                outcome.status = "aborted"
+                break
+            feed = Feed(reply)
+        outcome.wall_ms = (time.monotonic() - child.start) * 1000
         self.close_child(child)
         self.kill_everything(child)
+        self.reset_scratch()
         return outcome
 
     def finish(self) -> None:
@@ -358,71 +451,10 @@ class Supervisor:
             self.call_child = None
 
 
-def _complete_message(buf: bytearray) -> dict[str, Any] | None:
-    if len(buf) < 4:
-        return None
-    size = int.from_bytes(buf[:4], "big")
-    if len(buf) < 4 + size:
-        return None
+def _runnable(pid: int) -> bool:
+    """Is the process running or waiting for a CPU (state ``R``), as opposed to sleeping?"""
     try:
-        return json.loads(bytes(buf[4 : 4 + size]))
-    except ValueError:
-        return {"result": None}
-
-
-def _self_cpu_ms(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        return (int(fields[11]) + int(fields[12])) * 1000 / ticks
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-# ---------------------------------------------------------------------------------------------
-# Supervisor main loop: messages from the judge
-# ---------------------------------------------------------------------------------------------
-def serve_submission(ctl_fd: int, res_fd: int, setup: dict[str, Any], language: Language, uid: int | None, isolated: bool, workdir: str) -> None:
-    """PID 1's loop: write the program, compile it, then run the tests the judge sends."""
-    limits = Limits.from_any(setup["limits"])
-    supervisor = Supervisor(language, limits, uid, isolated, workdir)
-    for name, content in setup["files"].items():
-        path = os.path.join(workdir, name)
-        with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
-            fh.write(content)
-        os.chmod(path, 0o644)
-    for name in [m for m in sys.modules if m.split(".")[0] in ("sandbox", "harness", "trainers")]:
-        del sys.modules[name]
-    source = os.path.join(workdir, language.source)
-    if language.warm:
-        for name in setup["files"]:
-            if name.endswith(".py"):
-                compile_program(os.path.join(workdir, name))
-    if language.compile:
-        compiled = supervisor.compile(source)
-        write_message(res_fd, {"compile": compiled.to_message()})
-        if compiled.status != "ok":
-            return
-    else:
-        write_message(res_fd, {"compile": {"status": "ok"}})
-    entry = setup.get("entry") or {}
-    while True:
-        try:
-            message = read_message(ctl_fd)
-        except Exception:
-            break
-        if message.get("stop"):
-            break
-        kind = message["kind"]
-        time_s = message.get("time_s")
-        if kind == "stdin":
-            outcome = supervisor.run_stdin(source, message.get("input", ""), time_s)
-        elif kind == "call":
-            outcome = supervisor.run_call(source, entry, message["args_json"], time_s)
-        elif kind == "assert":
-            outcome = supervisor.run_asserts(os.path.join(workdir, message["file"]), message["nonce"])
-        else:
-            outcome = Outcome(status="sandbox", notes=[f"unknown test kind {kind!r}"])
-        write_message(res_fd, {"outcome": outcome.to_message()})
-    supervisor.finish()
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"R"
+    except (OSError, IndexError):
+        return False

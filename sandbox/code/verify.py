@@ -6,7 +6,6 @@ The program is extracted here (last fenced block), tests are normalised to three
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import threading
 import time
@@ -14,82 +13,28 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sandbox.code.compare import ORACLES, encode_args
+from sandbox.code.compare import Comparison
 from sandbox.code.extract import defines, extract_program
 from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
+from sandbox.code.testcases import BadTests, PreparedTests, normalize_tests
 from sandbox.pool import WorkerCrashed, WorkerPool, WorkerTimeout
 from sandbox.verdict import Verdict
 from sandbox.version import CODE_VERIFIER
 
 MAX_PROGRAM_CHARS = 512_000
-COLLECT_BATCH = 100
+#: A reference run's batch: this many calls or this many argument bytes per request.
+COLLECT_CALLS = 2000
+COLLECT_BYTES = 8 << 20
+#: A reference run's judge hands back the calls it has not started after this many seconds.
+COLLECT_SLICE_S = 2.0
+#: The directory that holds the ``sandbox`` package: the judge's working directory and import root.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MAX_EXTRACTED_CHARS = 2000
 #: The judge starts with only these variables: nothing a program could find in memory is secret.
-JUDGE_ENV_KEYS = ("PATH", "LANG", "PYTHONPATH", "RLVR_SANDBOX_ISOLATION")
-
-
-class BadTests(ValueError):
-    """The tests themselves cannot be read (a dataset problem)."""
-
-
-def normalize_tests(tests: Any, fn_name: str | None = None) -> list[dict[str, Any]]:
-    """Accept LiveCodeBench rows (``input``/``output``/``testtype``), call rows (``args`` and
-    ``expected``) and assert rows; return the judge's form."""
-    if isinstance(tests, str):
-        try:
-            tests = json.loads(tests)
-        except ValueError as exc:
-            raise BadTests(f"tests are not JSON: {exc.msg}") from exc
-    if isinstance(tests, Mapping) and "inputs" in tests and "outputs" in tests:
-        kind = "functional" if tests.get("fn_name") else "stdin"
-        tests = [{"input": i, "output": o, "testtype": kind} for i, o in zip(tests["inputs"], tests["outputs"])]
-    if not isinstance(tests, list) or not tests:
-        raise BadTests("tests must be a non-empty list")
-    out = []
-    for number, test in enumerate(tests):
-        if not isinstance(test, Mapping):
-            raise BadTests(f"test {number} is not an object")
-        kind = test.get("testtype") or test.get("kind") or ("functional" if "args" in test or "expected_json" in test else "stdin")
-        if kind == "stdin":
-            if not isinstance(test.get("input", ""), str) or not isinstance(test.get("output"), str):
-                raise BadTests(f"test {number}: stdin tests need string 'input' and 'output'")
-            out.append({"kind": "stdin", "input": test.get("input", ""), "output": test["output"]})
-        elif kind in ("functional", "call"):
-            if not fn_name:
-                raise BadTests("functional tests need fn_name")
-            try:
-                if "args" in test:
-                    args_json = json.dumps(encode_args(list(test["args"])))
-                else:
-                    lines = [line for line in str(test["input"]).split("\n") if line.strip()]
-                    args_json = "[" + ",".join(_checked_json(line) for line in lines) + "]"
-                if "expected_json" in test:
-                    expected_json = _checked_json(test["expected_json"])
-                elif "expected" in test:
-                    expected_json = json.dumps(test["expected"])
-                else:
-                    expected_json = _checked_json(test["output"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise BadTests(f"test {number}: functional input/output must be JSON ({exc})") from exc
-            out.append({"kind": "call", "args_json": args_json, "expected_json": expected_json})
-        elif kind == "assert":
-            code = test.get("code") or test.get("input")
-            if not isinstance(code, str):
-                raise BadTests(f"test {number}: assert tests need 'code'")
-            out.append({"kind": "assert", "code": code})
-        else:
-            raise BadTests(f"test {number}: unknown testtype {kind!r} (stdin, functional, assert)")
-        if test.get("time_s") is not None:
-            out[-1]["time_s"] = float(test["time_s"])
-    return out
-
-
-def _checked_json(text: str) -> str:
-    """Validate JSON without converting numbers (integers may exceed Python's 4300-digit
-    conversion limit; the judge decodes them with the limit lifted)."""
-    json.loads(text, parse_int=str, parse_float=str, parse_constant=str)
-    return text.strip()
+JUDGE_ENV_KEYS = ("PATH", "LANG", "HOME", "RLVR_CACHE_DIR", "RLVR_SANDBOX_ISOLATION", "RLVR_SANDBOX_CGROUPS")
+#: Per-item options a grading request may carry (the service and the adapters pass these on).
+OPTIONS = ("fn_name", "starter_code", "language", "limits", "partial", "program", "oracle", "compare", "prelude", "postlude", "test_setup")
 
 
 def _verdict(reason: str, start: float, program: str | None, detail: str = "", passed: int = 0, total: int = 0, first_failure: int | None = None, partial: bool = False, elapsed_ms: float | None = None) -> Verdict:
@@ -129,11 +74,14 @@ def with_prelude(prelude: str, program: str, language: str) -> str:
 
 
 def judge_env() -> dict[str, str]:
+    """The judge's whole environment: a path, a locale, our own package root on the import path
+    (nothing of the caller's ``PYTHONPATH`` or working directory: a module planted there would
+    run in the judge and in every sandbox forked from it)."""
     env = {k: os.environ[k] for k in JUDGE_ENV_KEYS if k in os.environ}
     env.setdefault("PATH", "/usr/bin:/bin")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(root), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = PACKAGE_ROOT
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONSAFEPATH"] = "1"
     return env
 
 
@@ -153,7 +101,7 @@ class CodeGrader:
             if self._pool is not None and self._pool.inherited:
                 self._pool = None  # forked: the parent's workers are not ours to use
             if self._pool is None:
-                self._pool = WorkerPool("sandbox.code.judge", self.workers, env=judge_env())
+                self._pool = WorkerPool("sandbox.code.judge", self.workers, env=judge_env(), cwd=PACKAGE_ROOT)
             return self._pool
 
     def warm_up(self) -> None:
@@ -165,11 +113,10 @@ class CodeGrader:
                 self._pool.close()
                 self._pool = None
 
-    def prepare(self, completion: Any, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, stop_on_fail: bool | None = None, program: str | None = None, oracle: str = "exact", prelude: str | None = None, postlude: str | None = None) -> tuple[Verdict | None, dict[str, Any] | None, str | None]:
+    def prepare(self, completion: Any, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, stop_on_fail: bool | None = None, program: str | None = None, oracle: str | None = None, compare: Any = None, prelude: str | None = None, postlude: str | None = None, test_setup: str | None = None) -> tuple[Verdict | None, dict[str, Any] | None, str | None]:
         start = time.perf_counter()
         try:
-            if oracle not in ORACLES:
-                raise ValueError(f"unknown oracle {oracle!r}; choose from {ORACLES}")
+            comparison = Comparison.from_any(compare, oracle)
             lang = get_language(language)
             resolved = Limits.from_any(limits) if limits is not None else self.limits
             normalized = normalize_tests(tests, fn_name)
@@ -204,18 +151,30 @@ class CodeGrader:
             "language": lang.name,
             "program": program,
             "tests": normalized,
+            "n_tests": len(normalized),
             "fn_name": fn_name,
             "limits": resolved.to_dict(),
             "stop_on_fail": (not partial) if stop_on_fail is None else stop_on_fail,
             "unsafe": self.unsafe if unsafe is None else unsafe,
-            "oracle": oracle,
+            "compare": {"rule": comparison.rule, "oracle": comparison.oracle, "atol": comparison.atol, "rtol": comparison.rtol},
+            "test_setup": test_setup if test_setup is not None else (prelude or ""),
         }
+        if isinstance(tests, PreparedTests):
+            del request["tests"]  # sent by digest; in full only to a judge that lacks them
+            request["tests_ref"], request["_tests_text"] = tests.digest, tests.text
         return None, request, shown
 
     def _run(self, request: dict[str, Any]) -> dict[str, Any]:
-        timeout = request["limits"]["total_s"] + request["limits"]["compile_time_s"] + 30
+        """The judge enforces every limit itself; this deadline only catches a judge that hangs
+        (then the verdict is ``sandbox_error``, never the program's fault)."""
+        limits = request["limits"]
+        timeout = 2 * limits["total_s"] + 1.5 * limits["compile_time_s"] + request["n_tests"] * 0.1 + 60
+        text = request.pop("_tests_text", None)
         try:
-            return self.pool.call(request, timeout)
+            response = self.pool.call(request, timeout)
+            if response.get("need_tests") and text is not None:
+                response = self.pool.call({**request, "tests_text": text}, timeout)
+            return response
         except WorkerTimeout:
             return {"reason": "sandbox_error", "detail": "judge did not answer in time; restarted", "passed": 0}
         except WorkerCrashed as exc:
@@ -230,7 +189,7 @@ class CodeGrader:
             program,
             response.get("detail", ""),
             response.get("passed", 0),
-            len(request["tests"]),
+            request["n_tests"],
             response.get("first_failure"),
             partial,
             elapsed,
@@ -253,7 +212,7 @@ class CodeGrader:
         jobs = []
         for index, item in enumerate(items):
             start = time.perf_counter()
-            merged = {**options, **{k: item[k] for k in ("fn_name", "starter_code", "language", "limits", "partial", "program", "oracle", "prelude", "postlude") if k in item and item[k] is not None}}
+            merged = {**options, **{k: item[k] for k in OPTIONS if k in item and item[k] is not None}}
             if "tests" not in item:
                 results[index] = Verdict.bad_input("missing field 'tests'", CODE_VERIFIER)
                 continue
@@ -282,19 +241,41 @@ class CodeGrader:
         results = response.get("results") or []
         return {"compile": response.get("compile"), "run": results[0] if results else None, "reason": response.get("reason", "sandbox_error"), "detail": response.get("detail", "")}
 
-    def run_collect(self, program: str, tests: list[dict[str, Any]], fn_name: str | None, language: str = "python", limits: Any = None) -> list[dict[str, Any]]:
-        """Run a trusted program on test inputs and return raw outcomes (no comparison)."""
-        done, request, _ = self.prepare(None, tests, fn_name=fn_name, language=language, limits=limits, program=program, stop_on_fail=False)
+    def run_collect(self, program: str, inputs: list[str], fn_name: str, limits: Any = None) -> list[dict[str, Any]]:
+        """Call a trusted program's ``fn_name`` on each encoded argument list (``call_args``)
+        and return the raw outcomes (``status``, ``result``: base64 of the encoded value,
+        ``wall_ms``, ``cpu_ms``), no comparison. Batches run on the pool's judges in parallel."""
+        tests = [{"args_encoded": args, "testtype": "functional"} for args in inputs]
+        done, request, _ = self.prepare(None, tests, fn_name=fn_name, limits=limits, program=program, stop_on_fail=False)
         if request is None:
             raise BadTests(f"cannot run the reference program: {done.reason if done else ''} {done.detail if done else ''}")
-        results: list[dict[str, Any]] = []
-        for start in range(0, len(request["tests"]), COLLECT_BATCH):
-            batch = {**request, "tests": request["tests"][start : start + COLLECT_BATCH], "collect": True}
-            response = self._run(batch)
-            if "results" not in response:
-                raise RuntimeError(f"reference run failed: {response.get('detail')}")
-            results.extend(response["results"])
-        return results
+        per_batch = COLLECT_CALLS
+        batches, current, size = [], [], 0
+        for test in request["tests"]:
+            if current and (len(current) >= per_batch or size + len(test["args"]) > COLLECT_BYTES):
+                batches.append(current)
+                current, size = [], 0
+            current.append(test)
+            size += len(test["args"])
+        with ThreadPoolExecutor(max_workers=self.workers) as executor:
+            parts = list(executor.map(lambda batch: self._collect_part(request, batch), batches + [current]))
+        return [result for part in parts for result in part]
+
+    def _collect_part(self, request: dict[str, Any], tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Run ``tests`` of a reference; a judge hands back what is left after ``COLLECT_SLICE_S``,
+        and the rest is split over the workers, so one slow reference (Mbpp/599 runs for ~28 s)
+        does not leave the other judges idle at the end of a cold run."""
+        response = self._run({**request, "tests": tests, "collect": True, "yield_after_s": COLLECT_SLICE_S})
+        if "results" not in response:
+            raise RuntimeError(f"reference run failed: {response.get('detail')}")
+        done = response["results"]
+        rest = tests[len(done):]
+        if response.get("yielded") is None or not rest:
+            return done
+        size = -(-len(rest) // self.workers)
+        pieces = [rest[i : i + size] for i in range(0, len(rest), size)]
+        with ThreadPoolExecutor(max_workers=len(pieces)) as executor:
+            return done + [result for part in executor.map(lambda piece: self._collect_part(request, piece), pieces) for result in part]
 
 
 _default: CodeGrader | None = None
@@ -310,19 +291,24 @@ def default_code_grader() -> CodeGrader:
         return _default
 
 
-def verify_code(completion: str, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, oracle: str = "exact", prelude: str | None = None, postlude: str | None = None) -> Verdict:
+def verify_code(completion: str, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, compare: Any = None, oracle: str | None = None, prelude: str | None = None, postlude: str | None = None, test_setup: str | None = None) -> Verdict:
     """Grade a completion's program against tests in the sandbox.
 
     ``tests``: LiveCodeBench rows ``{"input", "output", "testtype": "stdin"|"functional"}``
     (functional inputs are one JSON value per line), ``{"args", "expected"}`` rows, or
     ``{"testtype": "assert", "code"}`` rows. ``limits``: a ``Limits`` or a dict of its fields.
     ``partial``: reward is the pass fraction (all tests run) instead of all-or-nothing.
-    ``oracle``: ``exact`` (default), ``set``, ``not_none`` or ``poly_root`` for functional tests.
+    ``compare``: the comparison rule (``python``, ``livecodebench``, ``evalplus``, ``close``) or
+    ``{"rule", "oracle", "atol", "rtol"}``; by default each test format's own benchmark rule.
+    ``oracle``: ``set``, ``not_none``, ``find_zero`` (and EvalPlus's own, with its rule).
     ``prelude`` / ``postlude``: code placed before / after the program (the imports, helpers
     and adapters a benchmark's own harness supplies, e.g. LeetCode's ``ListNode``).
+    ``test_setup``: trusted code assert tests run with (helpers, classes), in their own sandbox;
+    defaults to ``prelude``.
     """
     return default_code_grader().verify(
-        completion, tests, fn_name=fn_name, starter_code=starter_code, language=language, limits=limits, partial=partial, unsafe=unsafe, oracle=oracle, prelude=prelude, postlude=postlude
+        completion, tests, fn_name=fn_name, starter_code=starter_code, language=language, limits=limits, partial=partial, unsafe=unsafe,
+        compare=compare, oracle=oracle, prelude=prelude, postlude=postlude, test_setup=test_setup,
     )
 
 

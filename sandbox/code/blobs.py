@@ -1,0 +1,54 @@
+"""A content-addressed store for large expected values.
+
+A reference output can be megabytes (HumanEval/15's strings, HumanEval/130's lists); shipping
+every one inside every grading request, as text, cost more than running the program. Large
+encoded values are written once under the cache directory, named by their BLAKE2b digest; a test
+carries only the digest and the size. The judge compares a result's digest first (equal bytes,
+the common case, need no read at all) and reads the file only to compare structurally, checking
+that its content still hashes to the name, so a client can make the judge read nothing but
+values this store holds.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+#: Encoded values up to this size travel inside the request; larger ones by digest.
+INLINE_MAX = 64 << 10
+
+
+def cache_root() -> Path:
+    root = os.environ.get("RLVR_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "rlvr")
+    return Path(root)
+
+
+def digest(data: bytes | memoryview) -> str:
+    return hashlib.blake2b(data, digest_size=32).hexdigest()
+
+
+def _path(name: str) -> Path:
+    if len(name) != 64 or any(c not in "0123456789abcdef" for c in name):
+        raise ValueError("not a blob digest")
+    return cache_root() / "blobs" / name[:2] / f"{name}.bin"
+
+
+def store(data: bytes) -> str:
+    """Write ``data`` (if not yet there) and return its digest."""
+    name = digest(data)
+    path = _path(name)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    return name
+
+
+def load(name: str) -> bytes:
+    """The bytes stored under ``name``; ``FileNotFoundError`` if absent, ``ValueError`` if the
+    file does not hash to its name."""
+    data = _path(name).read_bytes()
+    if digest(data) != name:
+        raise ValueError(f"blob {name[:12]} is corrupt")
+    return data
