@@ -49,6 +49,23 @@ def test_advantages_sum_to_zero_within_each_group(rewards):
         assert adv.sum(dim=1).abs().max() < 1e-5
 
 
+@pytest.mark.parametrize("mode", ["grpo", "drgrpo", "rloo"])
+def test_unverifiable_samples_take_no_part_in_their_group(mode):
+    """[1, 0, masked, 1] has the advantages of the group [1, 0, 1]; the masked one gets 0."""
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0])
+    valid = torch.tensor([1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    masked = group_advantages(rewards, 4, mode, valid=valid)
+    three = group_advantages(torch.tensor([1.0, 0.0, 1.0]), 3, mode)
+    assert torch.allclose(masked[[0, 1, 3]], three, atol=1e-6)
+    assert masked[2] == 0
+    assert torch.allclose(masked[4:], group_advantages(rewards[4:], 4, mode))  # an all-valid group is unchanged
+    mean = 2 / 3
+    expected = {"drgrpo": 1 - mean, "rloo": (1 - mean) * 3 / 2, "grpo": (1 - mean) / math.sqrt(((1 - mean) ** 2 * 2 + mean**2) / 2)}[mode]
+    assert math.isclose(float(masked[0]), expected, rel_tol=1e-5)
+    lone = group_advantages(torch.tensor([1.0, 0.0]), 2, mode, valid=torch.tensor([1.0, 0.0]))
+    assert torch.equal(lone, torch.zeros(2))
+
+
 def test_dapo_soft_overlong_penalty_eq13():
     # L_max = 20, L_cache = 4: free up to 16, linear to -1 at 20, -1 beyond
     assert [soft_overlong_penalty(n, 20, 4) for n in (10, 16, 17, 18, 20, 21)] == [0.0, 0.0, -0.25, -0.5, -1.0, -1.0]

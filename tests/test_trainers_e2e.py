@@ -6,9 +6,9 @@ import types
 
 import pytest
 import torch
+from eval_helpers import rlvr
 from safetensors.torch import load_file
 
-from eval_helpers import rlvr
 from harness.errors import UserError
 from trainers.config import build_config
 from trainers.loop import run_training
@@ -18,7 +18,7 @@ TINY = ["--set", "prompts_per_step=2", "--set", "group_size=2", "--set", "max_to
 LOG_KEYS = {"step", "reward_mean", "accuracy", "zero_variance_fraction", "effective_batch", "generations", "generations_total", "length_correct",
             "length_incorrect", "truncation_rate", "clip_low_fraction", "clip_high_fraction", "kl", "entropy", "grad_norm", "tokens_per_s",
             "time_generate", "time_score", "time_learn", "time_sync", "reflection_drgrpo", "reflection_recheck", "reflection_hesitation",
-            "reflection_exploration", "stage", "lr"}
+            "reflection_exploration", "stage", "lr", "unverifiable", "masked_unverifiable"}
 
 
 @pytest.fixture(scope="module")

@@ -28,12 +28,19 @@ ADVANTAGE_MODES = ("grpo", "drgrpo", "rloo")
 OVERLONG_MODES = ("none", "zero", "mask", "soft")
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, mode: str = "grpo", eps: float = 1e-8) -> torch.Tensor:
-    """Advantages for rewards laid out group by group: ``rewards[k*G:(k+1)*G]`` share a prompt."""
+def group_advantages(rewards: torch.Tensor, group_size: int, mode: str = "grpo", eps: float = 1e-8, valid: torch.Tensor | None = None) -> torch.Tensor:
+    """Advantages for rewards laid out group by group: ``rewards[k*G:(k+1)*G]`` share a prompt.
+
+    ``valid`` (0/1 per sample): samples whose verdict says nothing about the answer (the
+    grader failed) take no part: the group's mean and std are over its valid samples (G below
+    becomes their count), and an invalid sample's advantage is 0. All valid: the formulas above.
+    """
     if mode not in ADVANTAGE_MODES:
         raise ValueError(f"unknown advantage mode {mode!r}; choose from {ADVANTAGE_MODES}")
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    if valid is not None and not bool(valid.all()):
+        return _masked_advantages(rewards, valid, group_size, mode, eps)
     grouped = rewards.double().view(-1, group_size)
     centred = grouped - grouped.mean(dim=1, keepdim=True)
     if group_size == 1:
@@ -42,6 +49,23 @@ def group_advantages(rewards: torch.Tensor, group_size: int, mode: str = "grpo",
         out = centred / (grouped.std(dim=1, unbiased=True, keepdim=True) + eps)
     elif mode == "rloo":
         out = centred * group_size / (group_size - 1)
+    else:
+        out = centred
+    return out.view(-1).float()
+
+
+def _masked_advantages(rewards: torch.Tensor, valid: torch.Tensor, group_size: int, mode: str, eps: float) -> torch.Tensor:
+    r = rewards.double().view(-1, group_size)
+    v = valid.double().view(-1, group_size)
+    n = v.sum(dim=1, keepdim=True)
+    mean = (r * v).sum(dim=1, keepdim=True) / n.clamp(min=1)
+    centred = (r - mean) * v
+    several = n > 1
+    if mode == "grpo":
+        std = ((centred**2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
+        out = torch.where(several, centred / (std + eps), torch.zeros_like(centred))
+    elif mode == "rloo":
+        out = torch.where(several, centred * n / (n - 1).clamp(min=1), torch.zeros_like(centred))
     else:
         out = centred
     return out.view(-1).float()

@@ -51,6 +51,10 @@ class TrainConfig:
     reward_wrong: float = 0.0
     overlong: str = "none"
     overlong_cache: int = 0
+    #: A verdict that says nothing about the answer (the grader failed: ``sandbox_error``,
+    #: ``timeout``, ``grader_error``, ``bad_input``) is left out of the loss and of its group's
+    #: statistics instead of being taught as a wrong answer. The train log counts them.
+    mask_unverifiable: bool = True
     advantage: str = "grpo"
     std_eps: float = 1e-8
     # policy loss

@@ -19,6 +19,7 @@ from harness.benchmarks.registry import get_benchmark, load_problems
 from harness.errors import UserError
 from harness.grading import EvalGrader
 from harness.templates import load_template
+from sandbox.verdict import UNVERIFIABLE_REASONS
 from trainers.advantages import group_advantages, shape_rewards, zero_variance_fraction
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
 from trainers.config import TrainConfig, save_settings, settings_differing_from_saved
@@ -167,13 +168,20 @@ def train_step(cfg: TrainConfig, step: int, model, reference, optimizer, tokeniz
     metrics["generations"] = worker.generations - generated_before
     metrics["tokens_per_s"] = round(sum(len(c) for g in seen for c in g.completion_ids) / max(times["generate"], 1e-9), 1)
     metrics["reward_mean"] = None
+    metrics["unverifiable"] = metrics["masked_unverifiable"] = 0
     t0 = time.perf_counter()
     if groups:
         correct = [ok for g in groups for ok in g.correct]
         lengths = [len(c) for g in groups for c in g.completion_ids]
         truncated = [t for g in groups for t in g.truncated]
         rewards, keep = shape_rewards(correct, lengths, truncated, cfg.overlong, cfg.max_tokens, cfg.overlong_cache, (cfg.reward_correct, cfg.reward_wrong))
-        advantages = group_advantages(rewards, cfg.group_size, cfg.advantage, cfg.std_eps)
+        verifiable = torch.tensor([reason not in UNVERIFIABLE_REASONS for g in groups for reason in g.reasons], dtype=torch.float32)
+        valid = verifiable if cfg.mask_unverifiable else None
+        if valid is not None:
+            keep = keep * valid
+        advantages = group_advantages(rewards, cfg.group_size, cfg.advantage, cfg.std_eps, valid)
+        metrics["unverifiable"] = int((verifiable == 0).sum())
+        metrics["masked_unverifiable"] = metrics["unverifiable"] if valid is not None else 0
         prompts = [g.prompt_ids for g in groups for _ in g.completion_ids]
         completions = [c for g in groups for c in g.completion_ids]
         batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device)
