@@ -32,9 +32,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fixtures.lcb_solutions import CPP_SOLUTIONS, SOLUTIONS  # noqa: E402
+
 from harness.benchmarks.evalplus import inputs_of, reference_program  # noqa: E402
 from sandbox import CodeGrader  # noqa: E402
-from sandbox.code.compare import stdout_matches, values_equal  # noqa: E402
+from sandbox.code.compare import stdout_matches  # noqa: E402
+from sandbox.code.decoding import decode  # noqa: E402
 from sandbox.code.reference import differential_tests, expected_outputs  # noqa: E402
 
 
@@ -48,8 +50,11 @@ def humaneval_jobs(grader: CodeGrader, problems: int, per_problem: int) -> list[
     for row in load("humanevalplus")[:problems]:
         program = reference_program(row)
         inputs = inputs_of(row)[:per_problem]
-        expected = expected_outputs(program, inputs, row["entry_point"], grader)
-        jobs.append({"language": "python", "program": program, "fn_name": row["entry_point"], "tests": differential_tests(inputs, expected)})
+        encoded, expected = expected_outputs(program, inputs, row["entry_point"], grader)
+        tests = differential_tests(encoded, expected)
+        for test, args, e in zip(tests, inputs, expected):
+            test["args"], test["want"] = args, decode(e.raw(), None)  # for the naive runner
+        jobs.append({"language": "python", "program": program, "fn_name": row["entry_point"], "tests": tests, "compare": {"rule": "evalplus", "atol": float(row.get("atol") or 0)}})
     return jobs
 
 
@@ -64,7 +69,8 @@ def lcb_jobs(language: str) -> list[dict]:
 
 
 def run_ours(grader: CodeGrader, jobs: list[dict]) -> tuple[int, int, float]:
-    items = [{"completion": f"```{j['language']}\n{j['program']}\n```", "tests": j["tests"], "fn_name": j["fn_name"], "language": j["language"]} for j in jobs]
+    items = [{"completion": f"```{j['language']}\n{j['program']}\n```", "tests": [{k: v for k, v in t.items() if k not in ("args", "want")} if "args_encoded" in t else t for t in j["tests"]],
+              "fn_name": j["fn_name"], "language": j["language"], "compare": j.get("compare")} for j in jobs]
     start = time.perf_counter()
     verdicts = grader.verify_batch(items)
     seconds = time.perf_counter() - start
@@ -89,8 +95,8 @@ def _naive_test(job: dict, test: dict, workdir: str, binary: str | None) -> bool
         got = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return False
-    want = json.loads(test["expected_json"] if "expected_json" in test else test["output"])
-    return values_equal(got, want)
+    want = json.loads(json.dumps(test["want"])) if "want" in test else json.loads(test["output"])
+    return got == want
 
 
 def run_naive(jobs: list[dict], workers: int) -> tuple[int, int, float]:

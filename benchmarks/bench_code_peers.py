@@ -1,0 +1,234 @@
+"""Our code verifier against EvalPlus 0.3.1's own evaluator, on the same programs, in one run.
+
+Programs: every selected HumanEval+ / MBPP+ task's canonical solution plus mutants of the classes
+in ``code_mutants.py`` (types, floats, numpy, oracles, exceptions, time-outs, ``__eq__`` tricks).
+EvalPlus runs as its users run it (``evalplus.evaluate.evaluate``, ``--parallel W``), pointed at
+our shipped data through ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH`` with a fresh cache,
+no network. Ours runs through the project's benchmark path (``harness.grading.EvalGrader``, the
+function evaluations and rewards use) with ``W`` judges and every isolation feature on.
+
+Printed: verdict agreement (base+plus pass, EvalPlus's pass@1 unit) overall, per dataset and per
+class; every disagreement with its class, and whether it is one of our named deviations (where
+EvalPlus is demonstrably wrong); cold expected-output time and warm grading throughput of both,
+and their ratio. ``--write-fixture`` stores EvalPlus's verdicts for the conformance test.
+
+    python benchmarks/bench_code_peers.py                       # all 542 tasks, canonical + 2 mutants
+    python benchmarks/bench_code_peers.py --limit 40 --per-task 8 --write-fixture tests/fixtures/evalplus_verdicts.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from code_mutants import PEER_WRONG, PEER_WRONG_TASKS, programs_for, result_kind  # noqa: E402
+
+DATASETS = {"humanevalplus": ("humaneval", "HUMANEVAL_OVERRIDE_PATH"), "mbppplus": ("mbpp", "MBPP_OVERRIDE_PATH")}
+EVALPLUS_RUNNER = """
+import json, sys, time
+import evalplus.evaluate as E
+t = time.perf_counter()
+E.evaluate(dataset=sys.argv[1], samples=sys.argv[2], parallel=int(sys.argv[3]), i_just_wanna_run=True)
+print("RLVR_SECONDS", time.perf_counter() - t)
+"""
+
+
+def load_rows(name: str) -> list[dict]:
+    with gzip.open(ROOT / "harness" / "data" / "code" / f"{name}.jsonl.gz", "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def reference_kind(row: dict) -> str:
+    """The type of the canonical solution's result on its first input (trusted code, run here)."""
+    from harness.benchmarks.evalplus import inputs_of, reference_program
+
+    namespace: dict = {}
+    exec(compile(reference_program(row), row["task_id"], "exec"), namespace)  # trusted dataset code
+    inputs = inputs_of(row)
+    return result_kind(namespace[row["entry_point"]](*inputs[0])) if inputs else "none"
+
+
+def build_programs(datasets: list[str], limit: int | None, per_task: int, seed: int, tasks: set[str] | None = None, skip: set[str] = frozenset()) -> tuple[dict[str, list[dict]], list[dict]]:
+    from harness.benchmarks.evalplus import reference_program
+
+    rng = random.Random(seed)
+    chosen_rows, programs = {}, []
+    for dataset in datasets:
+        rows = [r for r in load_rows(dataset) if tasks is None or r["task_id"] in tasks]
+        rows = rows[:limit] if limit else rows
+        chosen_rows[dataset] = rows
+        for row in rows:
+            kind = reference_kind(row)
+            for cls, program in programs_for(row["task_id"], reference_program(row), row["entry_point"], kind, per_task, rng, skip):
+                programs.append({"id": f"{row['task_id']}#{cls}", "dataset": dataset, "task_id": row["task_id"], "class": cls, "program": program})
+    return chosen_rows, programs
+
+
+def run_evalplus(dataset: str, rows: list[dict], programs: list[dict], workdir: Path, workers: int, phase: str) -> tuple[dict[str, bool], dict[str, float]]:
+    """One EvalPlus run as its users run it: ``cold`` (fresh cache: ground truth computed, its
+    own printed time kept) or ``warm`` (ground truth cached, evaluation only). Its verdicts
+    (base and plus both pass) and timings."""
+    name, override = DATASETS[dataset]
+    data = workdir / f"{dataset}.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    samples = workdir / f"{dataset}.samples.jsonl"
+    mine = [p for p in programs if p["dataset"] == dataset]
+    samples.write_text("".join(json.dumps({"task_id": p["task_id"], "solution": p["program"]}) + "\n" for p in mine))
+    runner = workdir / "evalplus_runner.py"
+    runner.write_text(EVALPLUS_RUNNER)
+    env = {**os.environ, override: str(data), "XDG_CACHE_HOME": str(workdir / f"xdg-{dataset}"), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    out = Path(str(samples).replace(".jsonl", "_eval_results.json"))  # where EvalPlus 0.3.1 writes
+    out.unlink(missing_ok=True)  # else it asks on stdin whether to overwrite
+    proc = subprocess.run([sys.executable, str(runner), name, str(samples), str(workers)], env=env, capture_output=True, text=True, timeout=7200, cwd=workdir, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise SystemExit(f"EvalPlus failed:\n{proc.stderr[-3000:]}")
+    timings = {phase: float(next(line.split()[1] for line in proc.stdout.splitlines() if line.startswith("RLVR_SECONDS")))}
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if "Expected outputs computed in" in line:
+            timings["ground_truth"] = float(line.rsplit("in", 1)[1].strip().rstrip("s"))
+    results = json.loads(out.read_text())["eval"]
+    verdicts = {}
+    position: Counter = Counter()
+    for program in mine:
+        entry = results[program["task_id"]][position[program["task_id"]]]
+        position[program["task_id"]] += 1
+        verdicts[program["id"]] = entry["base_status"] == "pass" and entry["plus_status"] == "pass"
+    return verdicts, timings
+
+
+def ours_cold(dataset: str, programs: list[dict], workers: int) -> float:
+    """Seconds to compute the expected outputs with an empty cache (judge start-up included)."""
+    from harness.benchmarks.registry import load_problems
+    from harness.grading import EvalGrader
+
+    wanted = {p["task_id"] for p in programs if p["dataset"] == dataset}
+    t0 = time.perf_counter()
+    grader = EvalGrader(workers=workers)
+    grader.prepare([p for p in load_problems(dataset) if p.id in wanted])
+    seconds = time.perf_counter() - t0
+    grader.close()
+    return seconds
+
+
+def ours_warm(dataset: str, programs: list[dict], workers: int) -> tuple[dict[str, dict], float]:
+    """Our verdicts through the benchmark path (expected outputs cached), and the seconds that
+    grading every program took (data loading and judge start-up included)."""
+    from harness.benchmarks.registry import load_problems
+    from harness.grading import EvalGrader
+
+    mine = [p for p in programs if p["dataset"] == dataset]
+    wanted = {p["task_id"] for p in mine}
+    t0 = time.perf_counter()
+    grader = EvalGrader(workers=workers)
+    problems = {p.id: p for p in load_problems(dataset) if p.id in wanted}
+    results = grader.grade([(problems[p["task_id"]], f"```python\n{p['program']}\n```") for p in mine])
+    seconds = time.perf_counter() - t0
+    grader.close()
+    verdicts = {program["id"]: {"pass": v.correct, "reason": v.reason, "detail": v.detail[:160]} for program, v in zip(mine, results)}
+    return verdicts, seconds
+
+
+def deviation(program: dict, peer_pass: bool | None = None) -> str | None:
+    """Why EvalPlus is demonstrably wrong on this program, if it is."""
+    if program["class"] == "canonical" and peer_pass is False:
+        return PEER_WRONG_TASKS.get(program["task_id"], "EvalPlus failed the task's own canonical solution (a time-out under load: it passes when run alone)")
+    return PEER_WRONG.get(program["class"]) or PEER_WRONG_TASKS.get(program["task_id"])
+
+
+def report(programs: list[dict], ours: dict[str, dict], peer: dict[str, bool], timings: dict[str, dict]) -> dict:
+    by_class: dict[str, Counter] = defaultdict(Counter)
+    disagreements = []
+    for p in programs:
+        a, b = ours[p["id"]]["pass"], peer[p["id"]]
+        row = by_class[p["class"]]
+        row["programs"] += 1
+        row["evalplus pass"] += b
+        row["ours pass"] += a
+        if a != b:
+            why = deviation(p, b)
+            row["named deviation" if why else "disagree"] += 1
+            disagreements.append({**{k: p[k] for k in ("id", "dataset", "class")}, "evalplus": b, "ours": a, "reason": ours[p["id"]]["reason"], "detail": ours[p["id"]]["detail"], "deviation": why})
+    counted = [p for p in programs if not deviation(p, peer[p["id"]])]
+    agree = sum(ours[p["id"]]["pass"] == peer[p["id"]] for p in counted)
+    summary = {
+        "programs": len(programs),
+        "compared (EvalPlus not demonstrably wrong)": len(counted),
+        "agreement": round(agree / max(len(counted), 1), 4),
+        "unexplained disagreements": sum(1 for d in disagreements if not d["deviation"]),
+        "sandbox_error verdicts": sum(1 for v in ours.values() if v["reason"] == "sandbox_error"),
+        "timings_s": timings,
+        "throughput_ratio_warm": round(timings["evalplus"]["warm"] / timings["ours"]["warm"], 2),
+        "cold_expected_outputs_ratio": round(timings["evalplus"].get("ground_truth", 0.0) / max(timings["ours"]["cold"], 1e-9), 2),
+    }
+    print(json.dumps(summary, indent=2))
+    print("\n| class | programs | EvalPlus pass | ours pass | disagree | named deviation |\n|---|---|---|---|---|---|")
+    for cls in sorted(by_class):
+        row = by_class[cls]
+        print(f"| {cls} | {row['programs']} | {row['evalplus pass']} | {row['ours pass']} | {row['disagree']} | {row['named deviation']} |")
+    for d in disagreements[:60]:
+        print(f"  {'DEVIATION' if d['deviation'] else 'DISAGREE'} {d['id']}: EvalPlus {'pass' if d['evalplus'] else 'fail'}, ours {d['reason']} {d['detail'][:100]}")
+    return {"summary": summary, "by_class": {k: dict(v) for k, v in by_class.items()}, "disagreements": disagreements}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default="humanevalplus,mbppplus")
+    parser.add_argument("--limit", type=int, default=None, help="first N tasks of each dataset")
+    parser.add_argument("--per-task", type=int, default=2, help="mutants per task, drawn from the classes that apply")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help="write the full report (JSON) here")
+    parser.add_argument("--tasks", default=None, help="only these task ids (comma-separated)")
+    parser.add_argument("--skip-classes", default="", help="mutant classes to leave out (comma-separated)")
+    parser.add_argument("--write-fixture", default=None, help="store programs and EvalPlus's verdicts (JSONL) for the conformance test")
+    parser.add_argument("--append", action="store_true", help="append to the fixture instead of replacing it")
+    args = parser.parse_args()
+    datasets = args.datasets.split(",")
+    tasks = set(args.tasks.split(",")) if args.tasks else None
+    rows, programs = build_programs(datasets, args.limit, args.per_task, args.seed, tasks, set(filter(None, args.skip_classes.split(","))))
+    datasets = [d for d in datasets if rows[d]]
+    print(f"{len(programs)} programs over {sum(map(len, rows.values()))} tasks", flush=True)
+    with tempfile.TemporaryDirectory(prefix="rlvr-peers-") as tmp:
+        work = Path(tmp)
+        os.environ["RLVR_CACHE_DIR"] = str(work / "rlvr-cache")
+        peer, ours = {}, {}
+        ep_times = {"cold": 0.0, "warm": 0.0, "ground_truth": 0.0}
+        our_times = {"cold": 0.0, "warm": 0.0}
+        # Phase by phase, the two tools one after the other, so a drift in the machine's speed
+        # (a shared 2-core machine) falls on both alike.
+        for dataset in datasets:
+            _, times = run_evalplus(dataset, rows[dataset], programs, work, args.workers, "cold")
+            ep_times["cold"] += times["cold"]
+            ep_times["ground_truth"] += times.get("ground_truth", 0.0)
+            our_times["cold"] += ours_cold(dataset, programs, args.workers)
+            print(f"{dataset} cold: EvalPlus ground truth {times.get('ground_truth', 0.0):.1f}s, ours {our_times['cold']:.1f}s (cumulative)", flush=True)
+            verdicts, times = run_evalplus(dataset, rows[dataset], programs, work, args.workers, "warm")
+            peer.update(verdicts)
+            ep_times["warm"] += times["warm"]
+            verdicts, seconds = ours_warm(dataset, programs, args.workers)
+            ours.update(verdicts)
+            our_times["warm"] += seconds
+            print(f"{dataset} warm: EvalPlus {times['warm']:.1f}s, ours {seconds:.1f}s", flush=True)
+    result = report(programs, ours, peer, {"evalplus": ep_times, "ours": our_times})
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    if args.write_fixture:
+        with open(args.write_fixture, "a" if args.append else "w") as fh:
+            for p in programs:
+                fh.write(json.dumps({**{k: p[k] for k in ("id", "dataset", "task_id", "class", "program")}, "evalplus_pass": peer[p["id"]]}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
