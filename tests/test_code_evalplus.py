@@ -75,8 +75,8 @@ def test_problem_count():
     assert len(PROBLEMS) == 542
 
 
-#: Sampled tasks whose reference alone runs for tens of seconds (Mbpp/599's plus inputs): in the slow test only.
-HEAVY = {"Mbpp/599"}
+#: Sampled tasks whose reference alone runs for 5-30 s (their plus inputs): in the slow test only.
+HEAVY = {"Mbpp/599", "Mbpp/392", "Mbpp/271"}
 
 
 @pytest.mark.parametrize("task_id", [t for t in list(PROBLEMS)[::9] if t not in HEAVY])

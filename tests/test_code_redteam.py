@@ -268,7 +268,9 @@ for pid in children:
 print("done")
 '''
     v = verdict(grader, program, [{"input": "", "output": "done"}], limits={"memory_mb": 256, "time_s": 10, "processes": 32})
-    assert v.reason in ("memory_limit", "runtime_error", "wrong_answer") and not v.correct, v
+    assert not v.correct, v
+    # with a cgroup the sandbox's memory is one budget: the kernel's OOM count says memory_limit
+    assert v.reason == "memory_limit" or "no cgroup" in v.detail, v
 
 
 def test_scratch_files_are_capped_and_scratch_must_be_positive(grader):
