@@ -28,6 +28,7 @@ types compare by their built-in value.
 """
 from __future__ import annotations
 
+import base64
 import math
 import sys
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from decimal import Decimal, DecimalException, InvalidOperation
 from typing import Any
 
 from sandbox.code import blobs
-from sandbox.code.decoding import MAX_ITEMS, Decoder, decode, safe_set, shallow_is_floats
+from sandbox.code.decoding import MAX_ITEMS, Decoder, decode, plain_encoded, safe_set, shallow_is_floats
 from sandbox.code.values import MalformedValue, Opaque
 
 RULES = ("python", "livecodebench", "evalplus", "close")
@@ -326,10 +327,6 @@ def describe_value(blob: bytes) -> dict[str, Any]:
     """An expected value as tests carry it: ``result`` (base64) inline when small, else the bytes
     go to the blob store; with ``digest``, ``size``, ``plain`` (equal to itself by its bytes) and
     ``floats`` (EvalPlus's ``is_floats``), so comparisons need not decode it to know these."""
-    import base64
-
-    from sandbox.code.decoding import plain_encoded
-
     floats = shallow_is_floats(blob)
     if floats is None:
         floats = is_floats(decode(blob, None))
@@ -339,21 +336,3 @@ def describe_value(blob: bytes) -> dict[str, Any]:
     else:
         out["result"] = base64.b64encode(blob).decode()
     return out
-
-
-def plain_value(value: Any, depth: int = 0) -> bool:
-    """Is ``value`` equal to itself by its bytes alone (no NaN, no numpy, no opaque objects)?
-    Then an identical encoding is equality, and the judge may skip decoding."""
-    if depth > 100:
-        return False
-    if isinstance(value, float):
-        return value == value
-    if isinstance(value, complex):
-        return value == value
-    if value is None or isinstance(value, (bool, int, str, bytes, bytearray)):
-        return type(value) in (type(None), bool, int, str, bytes, bytearray)
-    if type(value) in (list, tuple, set, frozenset):
-        return all(plain_value(v, depth + 1) for v in value)
-    if type(value) is dict:
-        return all(plain_value(k, depth + 1) and plain_value(v, depth + 1) for k, v in value.items())
-    return False

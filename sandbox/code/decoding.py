@@ -54,7 +54,6 @@ from sandbox.code.values import (
     Opaque,
 )
 
-
 #: Container slots an untrusted value may have (bounds the judge's memory); a comparison allows
 #: more when the expected value itself is larger.
 MAX_ITEMS = 4_000_000

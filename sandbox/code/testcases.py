@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.code.compare import plain_value
+from sandbox.code.decoding import plain_encoded
 from sandbox.code.values import Unencodable, encode
 
 #: Largest decimal integer ``int()`` converts without the interpreter's digit cap being lifted.
@@ -155,4 +155,5 @@ def _call(test: Mapping[str, Any]) -> dict[str, Any]:
     else:
         expected = parse_json(test["output"])
         rule = "livecodebench"
-    return {"kind": "call", "args": call_args(args, kwargs), "expected": encode_b64(expected), "plain": plain_value(expected), "rule": test.get("rule") or rule}
+    encoded = encode(expected)
+    return {"kind": "call", "args": call_args(args, kwargs), "expected": base64.b64encode(encoded).decode(), "plain": plain_encoded(encoded), "rule": test.get("rule") or rule}
