@@ -16,9 +16,12 @@ isolation, a sandbox that could not start, a supervisor that stopped answering.
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import os
 import select
 import signal
+import struct
 import sys
 import time
 from collections import OrderedDict
@@ -390,17 +393,12 @@ class Submission:
         if done.get("ok"):
             return True, "ok", "", raw
         error = str(done.get("error", ""))[:200]
-        if done.get("reason"):
-            return False, str(done["reason"]), error, raw
         if done.get("assertion"):
             return False, "wrong_answer", "assertion failed" + (f": {error[16:]}" if len(error) > 16 else ""), raw
         return False, "runtime_error" if raised else "wrong_answer", error, raw
 
 
 def _split_frame(frame: bytes) -> tuple[dict[str, Any], bytes]:
-    import json
-    import struct
-
     head, size = struct.unpack_from("!II", frame)
     header = json.loads(frame[8 : 8 + head])
     if not isinstance(header, dict) or len(frame) != 8 + head + size:
@@ -418,9 +416,6 @@ def _tests_of(request: dict[str, Any]) -> list[dict[str, Any]] | None:
         return request["tests"]
     digest = request.get("tests_ref")
     if "tests_text" in request:
-        import hashlib
-        import json
-
         if hashlib.sha256(request["tests_text"].encode()).hexdigest() != digest:
             raise ValueError("tests_text does not match tests_ref")
         TESTS_CACHE[digest] = json.loads(request["tests_text"])
