@@ -39,36 +39,17 @@ def group_advantages(rewards: torch.Tensor, group_size: int, mode: str = "grpo",
         raise ValueError(f"unknown advantage mode {mode!r}; choose from {ADVANTAGE_MODES}")
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
-    if valid is not None and not bool(valid.all()):
-        return _masked_advantages(rewards, valid, group_size, mode, eps)
-    grouped = rewards.double().view(-1, group_size)
-    centred = grouped - grouped.mean(dim=1, keepdim=True)
-    if group_size == 1:
-        return torch.zeros_like(rewards, dtype=torch.float32)
-    if mode == "grpo":
-        out = centred / (grouped.std(dim=1, unbiased=True, keepdim=True) + eps)
-    elif mode == "rloo":
-        out = centred * group_size / (group_size - 1)
-    else:
-        out = centred
-    return out.view(-1).float()
-
-
-def _masked_advantages(rewards: torch.Tensor, valid: torch.Tensor, group_size: int, mode: str, eps: float) -> torch.Tensor:
     r = rewards.double().view(-1, group_size)
-    v = valid.double().view(-1, group_size)
+    v = torch.ones_like(r) if valid is None else valid.double().view(-1, group_size)
     n = v.sum(dim=1, keepdim=True)
-    mean = (r * v).sum(dim=1, keepdim=True) / n.clamp(min=1)
-    centred = (r - mean) * v
-    several = n > 1
+    centred = (r - (r * v).sum(dim=1, keepdim=True) / n.clamp(min=1)) * v
     if mode == "grpo":
-        std = ((centred**2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
-        out = torch.where(several, centred / (std + eps), torch.zeros_like(centred))
+        out = centred / (((centred**2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)).sqrt() + eps)
     elif mode == "rloo":
-        out = torch.where(several, centred * n / (n - 1).clamp(min=1), torch.zeros_like(centred))
+        out = centred * n / (n - 1).clamp(min=1)
     else:
         out = centred
-    return out.view(-1).float()
+    return torch.where(n > 1, out, torch.zeros_like(out)).view(-1).float()
 
 
 def soft_overlong_penalty(length: int, max_tokens: int, cache: int) -> float:
