@@ -187,9 +187,8 @@ class Submission:
                 reason = "time_limit" if compiled.get("status") == "tle" else "compile_error"
                 return {**reply, "reason": reason, "detail": "compiler: " + (compiled.get("stderr") or "").strip()[-500:], "compile": compiled, "results": []}
             index = 0
-            slice_s = self.slice_s
             while index < len(self.tests):
-                if slice_s is not None and time.monotonic() - started >= slice_s:
+                if self.slice_s is not None and time.monotonic() - started >= self.slice_s:
                     if self.inflight is None or self.inflight[0] != index:
                         reply["yielded"] = index
                         break

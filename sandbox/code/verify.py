@@ -249,10 +249,9 @@ class CodeGrader:
         done, request, _ = self.prepare(None, tests, fn_name=fn_name, limits=limits, program=program, stop_on_fail=False)
         if request is None:
             raise BadTests(f"cannot run the reference program: {done.reason if done else ''} {done.detail if done else ''}")
-        per_batch = COLLECT_CALLS
         batches, current, size = [], [], 0
         for test in request["tests"]:
-            if current and (len(current) >= per_batch or size + len(test["args"]) > COLLECT_BYTES):
+            if current and (len(current) >= COLLECT_CALLS or size + len(test["args"]) > COLLECT_BYTES):
                 batches.append(current)
                 current, size = [], 0
             current.append(test)
