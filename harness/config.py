@@ -1,15 +1,20 @@
-"""Typed run configs from YAML files and command-line flags (flags win), saved resolved.
+"""Typed run configs: one layering system for ``rlvr eval``, ``rlvr ablate`` and ``rlvr train``.
 
+A config is a dataclass. ``build_settings`` layers plain dicts (dataclass defaults < command or
+algorithm defaults < a preset or YAML file < ``--set`` / typed flags), refuses unknown keys with
+the list of valid ones, and coerces every value to its field's annotated type, so ``lr: 1e-5``
+(a string to YAML 1.1) is a float and a wrong value names its field and the type it expected.
 Commands declare their flags with ``default=argparse.SUPPRESS`` so only flags the user typed
-appear; ``resolve_config`` layers dataclass defaults < YAML file < flags and rejects unknown
-keys with the list of valid ones.
+appear (``typed_flags``).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import types
+import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
 import yaml
 
@@ -33,26 +38,129 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return {str(k).replace("-", "_"): v for k, v in data.items()}
 
 
-def resolve_config(cls: type[T], args: argparse.Namespace, presets: dict[str, dict[str, Any]] | None = None, defaults: dict[str, Any] | None = None, ignore: tuple[str, ...] = ()) -> T:
-    """``cls`` from its defaults, then command ``defaults``, then ``--config`` (a file or a
-    preset name), then typed flags. Flags named in ``ignore`` belong to the command itself."""
-    values: dict[str, Any] = dict(defaults or {})
-    source = getattr(args, "config", None)
-    if source:
-        if presets and source in presets:
-            values.update(presets[source])
-        else:
-            values.update(read_yaml(source))
-    flags = {k: v for k, v in vars(args).items() if k not in ("config", "func", "command", *ignore) and not k.startswith("_")}
-    values.update(flags)
+class _Mismatch(Exception):
+    """A value that cannot be read as the annotated type (turned into a UserError naming the field)."""
+
+
+def _type_name(hint: Any) -> str:
+    if hint is Any:
+        return "any value"
+    args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
+    if origin in (list, tuple):
+        return f"a list of {_type_name(args[0])}" if args else "a list"
+    if origin is dict:
+        return "a mapping"
+    return {float: "a number", int: "an integer", bool: "true or false", str: "a string"}.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _coerce(value: Any, hint: Any) -> Any:
+    """``value`` as ``hint`` (float, int, bool, str, Optional / unions, list[...], dict[...], Any)."""
+    if hint is Any:
+        return value
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, option)
+            except _Mismatch:
+                continue
+        raise _Mismatch
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        elif not isinstance(value, (list, tuple)):
+            value = [value]
+        return [_coerce(item, args[0]) for item in value] if args else list(value)
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise _Mismatch
+        return value
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "on", "off", "1", "0"):
+            return value.strip().lower() in ("true", "yes", "on", "1")
+        raise _Mismatch
+    if hint is int:
+        if isinstance(value, bool):
+            raise _Mismatch
+        if isinstance(value, int):
+            return value
+        number = _coerce(value, float)
+        if not float(number).is_integer():
+            raise _Mismatch
+        return int(number)
+    if hint is float:
+        if isinstance(value, bool):
+            raise _Mismatch
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                raise _Mismatch from None
+        raise _Mismatch
+    if hint is str:
+        if isinstance(value, Path):
+            return str(value)
+        if not isinstance(value, str):
+            raise _Mismatch
+        return value
+    return value
+
+
+def coerce_settings(cls: type, values: Mapping[str, Any], label: str = "config") -> dict[str, Any]:
+    """Every value of ``values`` as its field's annotated type; a mismatch names the field."""
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for name, value in values.items():
+        try:
+            out[name] = _coerce(value, hints.get(name, Any))
+        except _Mismatch:
+            raise UserError(f"bad {label} setting {name}: expected {_type_name(hints[name])}, got {value!r}") from None
+    return out
+
+
+def build_settings(cls: type[T], layers: Sequence[Mapping[str, Any]], label: str = "config") -> T:
+    """``cls`` from its defaults overlaid by ``layers`` in order (later wins), typed."""
+    values: dict[str, Any] = {}
+    for layer in layers:
+        values.update(layer)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)
     if unknown:
-        raise UserError(f"unknown config key(s) {unknown}; valid keys: {', '.join(sorted(names))}")
+        raise UserError(f"unknown {label} setting(s) {unknown}; valid: {', '.join(sorted(names))}")
     try:
-        return cls(**values)
+        return cls(**coerce_settings(cls, values, label))
     except TypeError as exc:
-        raise UserError(f"bad config: {exc}") from exc
+        raise UserError(f"bad {label}: {exc}") from exc
+
+
+def config_layer(source: str | None, presets: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The ``--config`` layer: a named preset, else a YAML file (nothing when ``source`` is empty)."""
+    if not source:
+        return {}
+    if presets and source in presets:
+        return dict(presets[source])
+    return read_yaml(source)
+
+
+def typed_flags(args: argparse.Namespace, ignore: Sequence[str] = ()) -> dict[str, Any]:
+    """The flags the user typed (``argparse.SUPPRESS`` defaults), less the command's own."""
+    return {k: v for k, v in vars(args).items() if k not in ("config", "func", "command", *ignore) and not k.startswith("_")}
+
+
+def resolve_config(cls: type[T], args: argparse.Namespace, presets: dict[str, dict[str, Any]] | None = None, defaults: dict[str, Any] | None = None,
+                   ignore: tuple[str, ...] = ()) -> T:
+    """``cls`` from its defaults, then command ``defaults``, then ``--config`` (a file or a
+    preset name), then typed flags. Flags named in ``ignore`` belong to the command itself."""
+    return build_settings(cls, [defaults or {}, config_layer(getattr(args, "config", None), presets), typed_flags(args, ignore)])
 
 
 def dump_config(config: Any, path: Path) -> None:

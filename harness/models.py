@@ -100,3 +100,41 @@ def weights_hash(path: str) -> str | None:
             for block in iter(lambda: fh.read(1 << 22), b""):
                 digest.update(block)
     return digest.hexdigest()[:16]
+
+
+def tiny_random_model(out: str | Path, seed: int = 0, favoured: str = "0123456789", hidden: int = 64, layers: int = 2) -> Path:
+    """A tiny random Llama with the embedded model's tokenizer, for testing pipelines in seconds.
+
+    A purely random model never answers anything, so every group's rewards are equal and a
+    policy-gradient step does nothing. This one answers with one of the ``favoured`` characters
+    and then ends (nearly always), so a short answer such as ``3`` comes out by chance, rewards
+    vary within groups and trainers have gradients to take. How: its random layers are small
+    next to two embedding dimensions, so it is close to a bigram model; dimension 0 (a constant)
+    makes the favoured characters likely anywhere, dimension 1 (set on those characters only)
+    makes the end-of-sequence token likely right after one.
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    out = Path(out)
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    favoured_ids = sorted({i for ch in favoured for i in tokenizer.encode(ch, add_special_tokens=False)})
+    eos = tokenizer.eos_token_id
+    with torch.no_grad():
+        model.model.embed_tokens.weight[:, :2] = 0.0
+        model.model.embed_tokens.weight[:, 0] = 4.0
+        model.model.embed_tokens.weight[favoured_ids, 1] = 4.0
+        model.lm_head.weight[:, :2] = 0.0
+        model.lm_head.weight[favoured_ids, 0] = 2.0
+        model.lm_head.weight[eos, 0], model.lm_head.weight[eos, 1] = 1.0, 2.0
+    model.generation_config.eos_token_id = eos
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out

@@ -150,9 +150,12 @@ def test_custom_code_rows_and_parquet(tmp_path, grader):
     assert grader.grade([(problem, "```python\nprint(sum(map(int, input().split())))\n```")])[0].correct
 
 
-def test_hub_dataset_without_network_is_one_clear_error(monkeypatch):
+def test_hub_dataset_without_network_is_one_clear_error(tmp_path):
+    """In a fresh process (``datasets`` reads the offline switches when it is imported)."""
     pytest.importorskip("datasets")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(UserError, match="cannot load hub dataset 'nobody/nothing'"):
-        load_custom("hf:nobody/nothing@test")
+    from eval_helpers import rlvr
+
+    result = rlvr("eval", "--benchmarks", "hf:nobody/nothing@test", "--out", str(tmp_path / "x"), "--no-progress",
+                  env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 2 and "cannot load hub dataset 'nobody/nothing'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -87,3 +87,14 @@ def test_honest_submission_right_after_each_hostile_one(grader):
     verdicts = grader.verify_batch(items)
     for v in verdicts[1::2]:
         assert v.reason == "ok", v
+
+
+def test_nothing_runs_after_a_verdict_given_while_calls_were_pending(grader):
+    """A wrong first answer while later calls were already sent: the judge kills the sandbox
+    without grace, and the verdict must still wait until every process of it is gone (this
+    raced in about one verdict in seven before the zygote emptied the cgroup before replying)."""
+    item = case_item(next(c for c in CASES if c["class"] == "functional/always_equal_object"))
+    for _ in range(30):
+        verdict = grader.verify(item["completion"], item["tests"], fn_name=item["fn_name"], language=item["language"], limits=item["limits"], compare=item["compare"])
+        assert verdict.reason == "wrong_answer"
+        assert not sandbox_processes() and not zombies()

@@ -1,5 +1,5 @@
-"""RandOpt and CoRP on the embedded model: voting, the population scorer, and 2-perturbation runs
-through ``rlvr train`` (tiny splits so the default suite stays fast)."""
+"""RandOpt and CoRP mechanics on a tiny random model with the real tokenizer: voting, the population
+scorer, and 2-perturbation runs through ``rlvr train`` (tiny splits so the default suite stays fast)."""
 import json
 
 import numpy as np
@@ -51,14 +51,13 @@ def test_ensemble_takes_the_voted_answers_own_verdict(grader):
     assert ensemble(problems, specialists, 1, grader.same_answer).correct.tolist() == [False, False]
 
 
-def test_worker_processes_score_like_this_process():
-    from harness.models import resolve_model
+def test_worker_processes_score_like_this_process(tiny_model):
     from trainers.loop import source_instruction, source_problems
     from trainers.perturb import Component
     from trainers.population import PopulationScorer
 
     problems = source_problems("arith_train")[:3]
-    args = (resolve_model(None)[0], "chat", dict([source_instruction("arith_train")]), 8, 8, "float32", 0.0)
+    args = (tiny_model, "chat", dict([source_instruction("arith_train")]), 8, 8, "float32", 0.0)
     specs = [[Component(1, 0.002)], [Component(2, 0.002, -1.0)]]
     local = PopulationScorer(*args)
     pooled = PopulationScorer(*args, workers=2)
@@ -75,9 +74,9 @@ def test_worker_processes_score_like_this_process():
 TINY = ["--set", "support_size=4", "--set", "test_limit=4", "--set", "max_tokens=8", "--no-progress"]
 
 
-def test_randopt_two_perturbations_end_to_end(tmp_path):
+def test_randopt_two_perturbations_end_to_end(tmp_path, tiny_model):
     out = tmp_path / "randopt"
-    result = rlvr("train", "randopt", "--config", "cpu-demo", "--population", "2", "--set", "top_k=[1, 2]", *TINY, "--out", str(out))
+    result = rlvr("train", "randopt", "--config", "cpu-demo", "--model", tiny_model, "--population", "2", "--set", "top_k=[1, 2]", *TINY, "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     assert set(report["test"]) == {"base", "top1", "ensemble_top2"}
@@ -92,11 +91,11 @@ def test_randopt_two_perturbations_end_to_end(tmp_path):
     assert events.count("candidate") == 2 and "density" in events
 
 
-def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoint(tmp_path):
+def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoint(tmp_path, tiny_model):
     out = tmp_path / "corp"
     grid = ["--set", "q_grid=[0.5]", "--set", "beta_grid=[1.0]", "--set", "s_grid=[1.0, 4.0]", "--set", "eta_grid=[1.0]", "--set", "probe_alpha_grid=[1.0]",
             "--set", "rounds=1", "--set", "local_population=2", "--set", "probe_size=4", "--set", "noise_cache_gb=1"]
-    result = rlvr("train", "corp", "--config", "cpu-demo", "--population", "2", *grid, *TINY, "--out", str(out))
+    result = rlvr("train", "corp", "--config", "cpu-demo", "--model", tiny_model, "--population", "2", *grid, *TINY, "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     assert set(report["test"]) == {"base", "top1_reference", "stage1", "corp"}
@@ -109,12 +108,11 @@ def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoin
     assert {"best_cs", "F_best", "G_best", "proposals_passing_gate", "accepted", "isotropic_share", "target_ess"} <= set(round_line)
     # spec.json alone (base + seeds/σ/weights) rebuilds the merged checkpoint bit for bit
     from harness.backends.hf import load_model
-    from harness.models import resolve_model
     from trainers.perturb import Perturber, spec_from_json
 
     spec = json.loads((out / "spec.json").read_text())
-    assert spec["base_model"] == "smollm2-135m-instruct" and spec["noise_dtype"] == "float32"
-    model, _, _ = load_model(resolve_model(None)[0], "auto", "cpu")
+    assert spec["base_model"] == "tiny-llama" and spec["noise_dtype"] == "float32"
+    model, _, _ = load_model(tiny_model, "auto", "cpu")
     Perturber(model, spec["noise_dtype"]).apply(spec_from_json(spec))
     merged = load_file(str(out / "merged" / "model.safetensors"))
     state = model.state_dict()

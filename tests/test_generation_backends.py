@@ -129,14 +129,13 @@ def test_openai_backend_reports_client_errors_in_one_line(server):
         dead.generate([GenerationRequest("q", 1)], SamplingParams())
 
 
-def test_eval_through_an_openai_server_matches_the_hf_backend(tmp_path):
-    model = str(embedded_model_dir())
-    srv = OpenAIServer("--model", model)
+def test_eval_through_an_openai_server_matches_the_hf_backend(tmp_path, tiny_model):
+    srv = OpenAIServer("--model", tiny_model)
     try:
         common = ["--benchmarks", "gsm8k", "--limit", "2", "--n", "2", "--temperature", "0.9", "--max-tokens", "16", "--template", "r1", "--no-progress"]
         remote = rlvr("eval", *common, "--backend", "openai", "--base-url", srv.url + "/v1", "--model", "smol", "--out", str(tmp_path / "remote"))
         assert remote.returncode == 0, remote.stderr
-        local = rlvr("eval", *common, "--backend", "hf", "--out", str(tmp_path / "local"))
+        local = rlvr("eval", *common, "--backend", "hf", "--model", tiny_model, "--out", str(tmp_path / "local"))
         assert local.returncode == 0, local.stderr
     finally:
         srv.stop()

@@ -1,5 +1,7 @@
-"""Every trainer for two steps on the embedded model (CPU), the log vocabulary, checkpoints that
-`rlvr eval` loads, exact resume (N steps == N/2 + resume + N/2), sinks and user errors."""
+"""The policy-gradient trainers' mechanics on a tiny random model with the real tokenizer (every
+algorithm two steps, the log vocabulary, checkpoints, exact resume across a stage switch, sinks)
+and one end-to-end run on the embedded model through ``rlvr train``, whose checkpoint
+``rlvr eval`` loads."""
 import json
 import sys
 import types
@@ -10,94 +12,118 @@ from eval_helpers import rlvr
 from safetensors.torch import load_file
 
 from harness.errors import UserError
+from trainers.checkpoint import STATE_FILE, load_trainer_state
 from trainers.config import build_config
 from trainers.loop import run_training
 from trainers.telemetry import read_log
 
-TINY = ["--set", "prompts_per_step=2", "--set", "group_size=2", "--set", "max_tokens=8", "--set", "micro_batch_size=4", "--set", "save_every=0"]
 LOG_KEYS = {"step", "reward_mean", "accuracy", "zero_variance_fraction", "effective_batch", "generations", "generations_total", "length_correct",
             "length_incorrect", "truncation_rate", "clip_low_fraction", "clip_high_fraction", "kl", "entropy", "grad_norm", "tokens_per_s",
             "time_generate", "time_score", "time_learn", "time_sync", "reflection_drgrpo", "reflection_recheck", "reflection_hesitation",
             "reflection_exploration", "stage", "lr", "unverifiable", "masked_unverifiable"}
+ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
+TIMINGS = {"time_generate", "time_score", "time_learn", "time_sync", "tokens_per_s"}
+
+
+def _tiny(algorithm, model, out, steps, **extra):
+    """Two stages, the switch after step 1 (so a resume from step 2 restarts inside the second)."""
+    model, data = model
+    stages = [{"name": "math", "sources": [data], "until_step": 1}, {"name": "mixed", "sources": [data, "pyfunc_train"]}]
+    values = {"model": model, "prompts_per_step": 2, "group_size": 4, "max_tokens": 8, "overlong_cache": 4, "gen_prompts": 4, "micro_batch_size": 8, "minibatch_size": 4, "mu": 2,
+              "max_gen_batches": 4, "save_every": 0, "save_optimizer": False, "max_steps": steps, "out": str(out), "lr": 1e-2, "stages": stages,
+              **extra}
+    return build_config(algorithm, "cpu-demo", values)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def tiny(tiny_model, digits_source):
+    return tiny_model, digits_source
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny):
     root = tmp_path_factory.mktemp("train")
-    out = {}
-    for algorithm in ("grpo", "drgrpo", "dapo", "srpo"):
-        extra = ["--set", "stages=[{name: math, sources: [arith_train], until_step: 1}, {name: code, sources: [arith_train, pyfunc_train]}]"] if algorithm == "srpo" else []
-        result = rlvr("train", algorithm, "--config", "cpu-demo", "--max-steps", "2", "--out", str(root / algorithm), *TINY, *extra)
-        out[algorithm] = (root / algorithm, result)
-    return out
+    return {a: run_training(_tiny(a, tiny, root / a, 2), progress=False) for a in ALGORITHMS}
 
 
-@pytest.mark.parametrize("algorithm", ["grpo", "drgrpo", "dapo", "srpo"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_two_steps_log_every_health_metric_and_save_a_checkpoint(runs, algorithm):
-    folder, result = runs[algorithm]
-    assert result.returncode == 0, result.stderr[-3000:]
+    folder = runs[algorithm]
     log = read_log(folder)
     assert [line["step"] for line in log] == [1, 2]
     for line in log:
         assert LOG_KEYS <= set(line), LOG_KEYS - set(line)
-    assert (folder / "checkpoint-000002" / "config.json").exists() and (folder / "checkpoint-000002" / "trainer_state.pt").exists()
-    config = (folder / "config.yaml").read_text()
-    assert f"algorithm: {algorithm}" in config
-    if algorithm == "srpo":
-        assert [line["stage"] for line in log] == ["math", "code"]
+    assert [line["stage"] for line in log] == ["math", "mixed"]
+    final = folder / "checkpoint-000002"
+    assert (final / "config.json").exists() and (final / "model.safetensors").exists()
+    assert "optimizer" not in load_trainer_state(final)  # save_optimizer: false keeps checkpoints small
+    assert f"algorithm: {algorithm}" in (folder / "config.yaml").read_text()
     if algorithm == "dapo":
-        assert all(line["effective_batch"] <= 2 for line in log) and "selection_generation_batches" in log[0]
+        assert all(line["effective_batch"] <= 4 for line in log) and "selection_generation_batches" in log[0]
 
 
-def test_defining_settings_of_each_algorithm(runs):
-    import yaml
-
-    settings = {a: yaml.safe_load((runs[a][0] / "config.yaml").read_text()) for a in runs}
-    assert (settings["grpo"]["advantage"], settings["grpo"]["loss_agg"], settings["grpo"]["beta"]) == ("grpo", "seq_mean_token_mean", 0.04)
-    assert (settings["drgrpo"]["advantage"], settings["drgrpo"]["loss_agg"], settings["drgrpo"]["overlong"]) == ("drgrpo", "seq_mean_token_sum_norm", "zero")
-    assert (settings["dapo"]["loss_agg"], settings["dapo"]["selection"], settings["dapo"]["eps_high"], settings["dapo"]["reward_wrong"]) == ("token_mean", "dynamic", 0.28, -1.0)
-    assert (settings["srpo"]["selection"], settings["srpo"]["overlong"], settings["srpo"]["loss_agg"]) == ("history", "mask", "token_mean")
-
-
-def test_checkpoint_evaluates_with_rlvr_eval(runs, tmp_path):
-    folder, _ = runs["drgrpo"]
-    result = rlvr("eval", "--model", str(folder / "checkpoint-000002"), "--benchmarks", "arith", "--limit", "2", "--max-tokens", "8", "--template", "chat",
-                  "--no-progress", "--out", str(tmp_path / "eval"))
-    assert result.returncode == 0, result.stderr[-2000:]
-    summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
-    assert summary["model"]["name"] == "checkpoint-000002" and summary["benchmarks"]["arith"]["n_samples"] == 2
+def test_defining_settings_of_each_algorithm():
+    settings = {a: build_config(a, "cpu-demo", {}) for a in ALGORITHMS}
+    grpo, drgrpo, dapo, srpo = (settings[a] for a in ALGORITHMS)
+    assert (grpo.advantage, grpo.loss_agg, grpo.beta) == ("grpo", "seq_mean_token_mean", 0.04)
+    assert (drgrpo.advantage, drgrpo.loss_agg, drgrpo.overlong) == ("drgrpo", "seq_mean_token_sum_norm", "zero")
+    assert (dapo.loss_agg, dapo.selection, dapo.eps_high, dapo.reward_wrong) == ("token_mean", "dynamic", 0.28, -1.0)
+    assert (srpo.selection, srpo.overlong, srpo.loss_agg) == ("history", "mask", "token_mean")
 
 
-def _tiny(out, steps, **extra):
-    values = {"prompts_per_step": 2, "group_size": 4, "max_tokens": 12, "micro_batch_size": 2, "minibatch_size": 2, "mu": 2, "save_every": 0,
-              "max_steps": steps, "out": str(out), "lr": 1e-4, "overlong": "none",  # every row trains, so steps 3-4 must move the weights
-              "stages": [{"name": "math", "sources": ["arith_train"], "until_step": 2}, {"name": "mixed", "sources": ["arith_train", "pyfunc_train"]}], **extra}
-    return build_config("srpo", "cpu-demo", values)
-
-
-def test_resume_is_exact(tmp_path):
-    straight = run_training(_tiny(tmp_path / "straight", 4), progress=False)
-    run_training(_tiny(tmp_path / "split", 2), progress=False)
-    resumed = run_training(_tiny(tmp_path / "split", 4), resume=True, progress=False)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_resume_after_a_stage_switch_is_exact(tmp_path, tiny, algorithm):
+    keep = {"save_optimizer": True}
+    straight = run_training(_tiny(algorithm, tiny, tmp_path / "straight", 4, **keep), progress=False)
+    run_training(_tiny(algorithm, tiny, tmp_path / "split", 2, **keep), progress=False)
+    assert load_trainer_state(tmp_path / "split" / "checkpoint-000002")["curriculum"]["index"] == 1
+    resumed = run_training(_tiny(algorithm, tiny, tmp_path / "split", 4, **keep), resume=True, progress=False)
     a = load_file(str(straight / "checkpoint-000004" / "model.safetensors"))
     b = load_file(str(resumed / "checkpoint-000004" / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    ignore = {"time_generate", "time_score", "time_learn", "time_sync", "tokens_per_s"}
-    strip = lambda log: [{k: v for k, v in line.items() if k not in ignore} for line in log]  # noqa: E731
+    strip = lambda log: [{k: v for k, v in line.items() if k not in TIMINGS} for line in log]  # noqa: E731
     assert strip(read_log(straight)) == strip(read_log(resumed))
-    assert [line["stage"] for line in read_log(resumed)] == ["math", "math", "mixed", "mixed"]
+    assert [line["stage"] for line in read_log(resumed)] == ["math", "mixed", "mixed", "mixed"]
     initial = load_file(str(tmp_path / "split" / "checkpoint-000002" / "model.safetensors"))
-    assert not all(torch.equal(initial[k], b[k]) for k in b)  # it did learn something
+    assert not all(torch.equal(initial[k], b[k]) for k in b)  # steps 3-4 moved the weights
 
 
-def test_tensorboard_and_wandb_sinks(tmp_path, monkeypatch):
+def test_resume_needs_the_optimizer_state(tmp_path, tiny):
+    run_training(_tiny("drgrpo", tiny, tmp_path / "run", 1), progress=False)
+    assert (tmp_path / "run" / "checkpoint-000001" / STATE_FILE).exists()
+    with pytest.raises(UserError, match="save_optimizer"):
+        run_training(_tiny("drgrpo", tiny, tmp_path / "run", 2), resume=True, progress=False)
+
+
+def test_tensorboard_and_wandb_sinks(tmp_path, monkeypatch, tiny):
     pytest.importorskip("tensorboard")
     logged = []
     fake = types.SimpleNamespace(init=lambda **kw: types.SimpleNamespace(log=lambda data, step: logged.append((step, data)), finish=lambda: logged.append("finish")))
     monkeypatch.setitem(sys.modules, "wandb", fake)
-    out = run_training(_tiny(tmp_path / "sinks", 1, log_to=["jsonl", "tensorboard", "wandb"]), progress=False)
+    out = run_training(_tiny("drgrpo", tiny, tmp_path / "sinks", 1, log_to=["jsonl", "tensorboard", "wandb"]), progress=False)
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert logged[0][0] == 1 and "reward_mean" in logged[0][1] and logged[-1] == "finish"
+
+
+def test_changing_a_defining_setting_is_logged(tmp_path, tiny, capsys):
+    run_training(_tiny("drgrpo", tiny, tmp_path / "variant", 1, loss_agg="token_mean"), progress=False)
+    err = capsys.readouterr().err
+    assert "warning: drgrpo run with a defining setting changed (loss_agg: 'seq_mean_token_sum_norm' -> 'token_mean')" in err
+
+
+def test_embedded_model_end_to_end_through_the_command_line(tmp_path):
+    """The README's own example (``--set lr=1e-5``: a string to YAML) trains the embedded model for
+    two steps; ``rlvr eval`` grades the checkpoint with the same verifier."""
+    out = tmp_path / "drgrpo"
+    result = rlvr("train", "drgrpo", "--config", "cpu-demo", "--max-steps", "2", "--out", str(out), "--set", "lr=1e-5", "--set", "prompts_per_step=2",
+                  "--set", "group_size=2", "--set", "max_tokens=8", "--set", "save_optimizer=false")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [line["step"] for line in read_log(out)] == [1, 2] and "step 2/2" in result.stdout
+    evaluated = rlvr("eval", "--model", str(out / "checkpoint-000002"), "--benchmarks", "arith", "--limit", "2", "--max-tokens", "8", "--template", "chat",
+                     "--no-progress", "--out", str(tmp_path / "eval"))
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    assert summary["model"]["name"] == "checkpoint-000002" and summary["benchmarks"]["arith"]["n_samples"] == 2
 
 
 def test_user_errors(tmp_path):

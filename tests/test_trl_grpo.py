@@ -1,5 +1,5 @@
-"""TRL's own GRPOTrainer runs two steps on the CPU with the embedded model and our reward,
-in process and against a running `rlvr serve`: rewards arrive and the steps complete."""
+"""TRL's own GRPOTrainer runs two steps on the CPU (a tiny random model with the real tokenizer)
+with our reward, in process and against a running `rlvr serve`: rewards arrive and the steps complete."""
 import os
 
 import pytest
@@ -9,7 +9,6 @@ pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from harness.models import embedded_model_dir  # noqa: E402
 from sandbox.client import RewardClient  # noqa: E402
 from sandbox.rewards import trl_reward  # noqa: E402
 from sandbox.service import GradingService  # noqa: E402
@@ -18,7 +17,7 @@ from server_helpers import Server  # noqa: E402
 PROMPTS = [("What is 2+3? Reply with just the number.", "5"), ("What is 4+4? Reply with just the number.", "8")]
 
 
-def run_grpo(tmp_path, reward_fn):
+def run_grpo(tmp_path, model, reward_fn):
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": q}], "answer": a} for q, a in PROMPTS])
     calls = []
@@ -33,7 +32,7 @@ def run_grpo(tmp_path, reward_fn):
         output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, num_generations=4, max_completion_length=16,
         learning_rate=1e-6, logging_steps=1, report_to=[], save_strategy="no", bf16=False, use_cpu=True, seed=0,
     )
-    trainer = GRPOTrainer(model=str(embedded_model_dir()), reward_funcs=[reward], args=config, train_dataset=dataset)
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config, train_dataset=dataset)
     trainer.train()
     return trainer, calls
 
@@ -49,19 +48,19 @@ def check(trainer, calls, reference):
     assert len(logged) == 2
 
 
-def test_grpo_two_steps_in_process(tmp_path):
+def test_grpo_two_steps_in_process(tmp_path, tiny_model):
     service = GradingService(workers=2)
     try:
-        trainer, calls = run_grpo(tmp_path, trl_reward("math", policy="arith", service=service))
+        trainer, calls = run_grpo(tmp_path, tiny_model, trl_reward("math", policy="arith", service=service))
         check(trainer, calls, trl_reward("math", policy="arith", service=service))
     finally:
         service.close()
 
 
-def test_grpo_two_steps_against_the_server(tmp_path):
+def test_grpo_two_steps_against_the_server(tmp_path, tiny_model):
     server = Server()
     try:
-        trainer, calls = run_grpo(tmp_path, trl_reward("math", policy="arith", client=RewardClient(server.url)))
+        trainer, calls = run_grpo(tmp_path, tiny_model, trl_reward("math", policy="arith", client=RewardClient(server.url)))
         check(trainer, calls, trl_reward("math", policy="arith"))
     finally:
         server.stop()

@@ -29,15 +29,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(out: Path, step: int, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer, trainer: dict[str, Any]) -> Path:
-    """Write ``out/checkpoint-<step>`` atomically (a temporary directory renamed at the end)."""
+def save_checkpoint(out: Path, step: int, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer | None, trainer: dict[str, Any]) -> Path:
+    """Write ``out/checkpoint-<step>`` atomically (a temporary directory renamed at the end);
+    ``optimizer`` None leaves its state out (the checkpoint then evaluates but cannot resume)."""
     final = Path(out) / f"checkpoint-{step:06d}"
     tmp = final.with_name(final.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
-    torch.save({"step": step, "optimizer": optimizer.state_dict(), "rng": rng_state(), **trainer}, tmp / STATE_FILE)
+    optimizer_state = {"optimizer": optimizer.state_dict()} if optimizer is not None else {}
+    torch.save({"step": step, **optimizer_state, "rng": rng_state(), **trainer}, tmp / STATE_FILE)
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)

@@ -48,8 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from trainers.config import parse_overrides
+def resolve(args: argparse.Namespace):
+    """The run's typed config from the preset / YAML file, ``--set`` and flags, every check done
+    (before any model is loaded)."""
+    from harness.errors import UserError
+    from trainers.config import build_config, parse_overrides
+    from trainers.es_config import build_es_config
 
     overrides = parse_overrides(args.overrides)
     for key in ("out", "max_steps", "model", "seed", "population"):
@@ -57,18 +61,21 @@ def run(args: argparse.Namespace) -> int:
         if value is not None:
             overrides[key] = value
     if args.algorithm in GRADIENT_FREE:
-        from trainers.es_config import build_es_config
+        return build_es_config(args.algorithm, args.config, overrides)
+    if "population" in overrides:
+        raise UserError("--population is for randopt and corp")
+    return build_config(args.algorithm, args.config, overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = resolve(args)
+    if args.algorithm in GRADIENT_FREE:
         from trainers.es_loop import run_search
 
-        cfg = build_es_config(args.algorithm, args.config, overrides)
         out = run_search(cfg, resume=args.resume, show_progress=args.progress)
     else:
-        from harness.errors import UserError
-        from trainers.config import algorithm_module, build_config
+        from trainers.config import algorithm_module
 
-        if "population" in overrides:
-            raise UserError("--population is for randopt and corp")
-        cfg = build_config(args.algorithm, args.config, overrides)
         out = algorithm_module(args.algorithm).train(cfg, resume=args.resume, progress=args.progress)
     print(f"done -> {out}")
     return 0

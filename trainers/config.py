@@ -78,6 +78,9 @@ class TrainConfig:
     max_generations: int | None = None
     seed: int = 0
     save_every: int = 0
+    #: Checkpoints carry the AdamW state (twice the weights again) so that ``--resume`` continues
+    #: exactly; ``false`` keeps only weights, RNG and schedule state (enough to evaluate, not to resume).
+    save_optimizer: bool = True
     eval_every: int = 0
     eval_limit: int | None = None
     eval_n: int = 1
@@ -88,6 +91,7 @@ class TrainConfig:
     out: str | None = None
 
     def validate(self) -> None:
+        """Every check that needs no model: run before anything is loaded."""
         from trainers.advantages import ADVANTAGE_MODES, OVERLONG_MODES
         from trainers.losses import AGGREGATIONS
         from trainers.selection import SELECTIONS
@@ -104,17 +108,51 @@ class TrainConfig:
             (self.max_steps >= 0, "max_steps must be >= 0"),
             (self.backend in ("hf", "vllm"), "backend must be hf or vllm"),
             (self.lr > 0 and 0 <= self.eps_low < 1 and self.eps_high >= 0, "lr must be positive and 0 <= eps_low < 1"),
+            (self.selection != "dynamic" or self.gen_prompts is None or self.gen_prompts >= 1, "gen_prompts must be positive"),
             (bool(self.stages), "stages must list at least one stage"),
             (set(self.log_to) <= {"jsonl", "tensorboard", "wandb"}, "log_to entries: jsonl, tensorboard, wandb"),
         ]
         for ok, message in checks:
             if not ok:
                 raise UserError(f"bad training config: {message}")
+        check_stages(self.stages)
+        check_sources(self.eval_benchmarks, "eval_benchmarks")
 
     @property
     def normaliser(self) -> float:
         """Dr. GRPO's constant: the generation budget unless set explicitly."""
         return float(self.loss_constant or self.max_tokens)
+
+
+def check_stages(stages: list[dict[str, Any]]) -> None:
+    """Stage dicts are well formed and every data source exists (a benchmark or a local file)."""
+    from trainers.curriculum import Stage
+
+    for data in stages:
+        if not isinstance(data, dict):
+            raise UserError(f"bad training config: each stage is a mapping {{name, sources, until_step, ...}}, got {data!r}")
+        try:
+            stage = Stage.from_dict(data)
+        except ValueError as exc:
+            raise UserError(f"bad training config: {exc}") from None
+        check_sources(stage.sources, f"stage {stage.name!r}")
+
+
+def check_sources(names: Sequence[str], where: str) -> None:
+    """Each name is a registered benchmark or an existing local data file (else one line saying which)."""
+    from harness.benchmarks.custom import is_custom_source
+    from harness.benchmarks.registry import get_benchmark
+
+    for name in names:
+        if is_custom_source(name):
+            if not name.startswith("hf:") and not Path(name).exists():
+                raise UserError(f"bad training config: {where} names {name}, which does not exist (put the data there, or name yours with "
+                                f"--set \"stages=[{{name: main, sources: [FILE.jsonl]}}]\" / --set train_source=FILE.jsonl)")
+        else:
+            try:
+                get_benchmark(name)
+            except UserError as exc:
+                raise UserError(f"bad training config: {where}: {exc}") from None
 
 
 def preset_names(algorithm: str) -> list[str]:
@@ -141,7 +179,11 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         if "=" not in pair:
             raise UserError(f"--set {pair!r} is not KEY=VALUE (e.g. --set lr=2e-5)")
         key, value = pair.split("=", 1)
-        out[key.strip().replace("-", "_")] = yaml.safe_load(value)
+        try:
+            out[key.strip().replace("-", "_")] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise UserError(f"--set {key.strip()}: the value is not valid YAML ({getattr(exc, 'problem', exc)}); quote it in the shell, e.g. "
+                            f"--set \"{key.strip()}=[1, 2]\"") from None
     return out
 
 
@@ -168,27 +210,28 @@ def settings_differing_from_saved(out: Path, cfg: Any, ignore: Sequence[str] = (
     return sorted(k for k in current if k not in ignore and old.get(k) != current[k])
 
 
-def layered_settings(algorithm: str, config: str | None, defaults: dict[str, Any], overrides: dict[str, Any], fields: set[str], label: str) -> dict[str, Any]:
-    """defaults < preset or YAML file < overrides, with unknown keys refused in one line
-    (shared by the policy-gradient and the gradient-free configs)."""
-    from harness.config import read_yaml
+def layered_settings(cls: type, algorithm: str, config: str | None, defaults: dict[str, Any], overrides: dict[str, Any], label: str):
+    """``cls`` from defaults < preset or YAML file < overrides (typed, unknown keys refused in
+    one line), shared by the policy-gradient and the gradient-free configs."""
+    from harness.config import build_settings, read_yaml
 
-    values = dict(defaults)
+    layer: dict[str, Any] = {}
     if config:
         preset = load_preset(algorithm, config)
         if preset is None and not Path(config).exists():
             raise UserError(f"no preset {config!r} for {algorithm} (shipped: {', '.join(preset_names(algorithm))}) and no such file")
-        values.update(preset if preset is not None else read_yaml(config))
-    values.update(overrides)
-    values["algorithm"] = algorithm
-    unknown = sorted(set(values) - fields)
-    if unknown:
-        raise UserError(f"unknown {label} setting(s) {unknown}; valid: {', '.join(sorted(fields))}")
-    return values
+        layer = preset if preset is not None else read_yaml(config)
+    return build_settings(cls, [defaults, layer, overrides, {"algorithm": algorithm}], label)
+
+
+def overridden_defining(algorithm: str, cfg: TrainConfig) -> list[str]:
+    """``key: defining -> used`` for each of the algorithm's ``DEFINING`` settings the run changed
+    (then the run is no longer that algorithm as published; the trainer logs a warning)."""
+    defining = algorithm_module(algorithm).DEFINING
+    return [f"{k}: {v!r} -> {getattr(cfg, k)!r}" for k, v in defining.items() if getattr(cfg, k) != v]
 
 
 def build_config(algorithm: str, config: str | None, overrides: dict[str, Any]) -> TrainConfig:
-    values = layered_settings(algorithm, config, algorithm_module(algorithm).DEFINING, overrides, set(TrainConfig.__dataclass_fields__), "training")
-    cfg = TrainConfig(**values)
+    cfg = layered_settings(TrainConfig, algorithm, config, algorithm_module(algorithm).DEFINING, overrides, "training")
     cfg.validate()
     return cfg

@@ -73,6 +73,8 @@ class ESConfig:
     out: str | None = None
 
     def validate(self) -> None:
+        """Every check that needs no model: run before anything is loaded."""
+        from trainers.config import check_sources
         from trainers.perturb import NOISE_DTYPES
 
         checks = [
@@ -91,6 +93,7 @@ class ESConfig:
         for ok, message in checks:
             if not ok:
                 raise UserError(f"bad {self.algorithm} config: {message}")
+        check_sources([self.train_source, self.test_source], f"{self.algorithm} data")
 
 
 def build_es_config(algorithm: str, config: str | None, overrides: dict[str, Any]) -> ESConfig:
@@ -98,6 +101,6 @@ def build_es_config(algorithm: str, config: str | None, overrides: dict[str, Any
 
     if "max_steps" in overrides:
         raise UserError(f"--max-steps is for the policy-gradient trainers; {algorithm} is sized by --population")
-    cfg = ESConfig(**layered_settings(algorithm, config, {}, overrides, set(ESConfig.__dataclass_fields__), algorithm))
+    cfg = layered_settings(ESConfig, algorithm, config, {}, overrides, algorithm)
     cfg.validate()
     return cfg

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,12 @@ from harness.templates import load_template
 from sandbox.verdict import UNVERIFIABLE_REASONS
 from trainers.advantages import group_advantages, shape_rewards, zero_variance_fraction
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
-from trainers.config import TrainConfig, save_settings, settings_differing_from_saved
+from trainers.config import TrainConfig, overridden_defining, save_settings, settings_differing_from_saved
 from trainers.curriculum import Curriculum, Stage
 from trainers.rollout import HFRollout, RolloutWorker
-from trainers.selection import make_selection
-from trainers.telemetry import TrainLog, read_log, rollout_metrics
-from trainers.update import batch_logprobs, pack, policy_update
+from trainers.selection import make_selection, stage_seed
+from trainers.telemetry import TrainLog, rollout_metrics
+from trainers.update import UPDATE_METRICS, batch_logprobs, pack, policy_update
 
 
 def source_problems(source: str) -> list:
@@ -58,7 +59,7 @@ def _prepare_out(cfg: TrainConfig, out: Path, resume: bool) -> Path | None:
     if resume:
         if checkpoint is None:
             raise UserError(f"--resume: no checkpoint in {out}; start without --resume")
-        differing = settings_differing_from_saved(out, cfg, ("max_steps", "max_generations", "out", "save_every", "eval_every", "log_to"))
+        differing = settings_differing_from_saved(out, cfg, ("max_steps", "max_generations", "out", "save_every", "save_optimizer", "eval_every", "log_to"))
         if differing:
             raise UserError(f"--resume with other settings than {out} was trained with: {', '.join(differing)}")
         return checkpoint
@@ -87,12 +88,21 @@ def _lr_schedule(cfg: TrainConfig):
     return lambda step: min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
 
 
+def _stage_selection(cfg: TrainConfig, curriculum: Curriculum):
+    """The prompt selection of the current stage, seeded per stage (its state, seed included,
+    is saved in every checkpoint and restored on resume)."""
+    return make_selection(cfg.selection, stage_pool(curriculum.stage), stage_seed(cfg.seed, curriculum.index), gen_prompts=cfg.gen_prompts,
+                          max_gen_batches=cfg.max_gen_batches)
+
+
 def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) -> Path:
     from harness.models import resolve_model
 
     out = Path(cfg.out or f"results/train-{cfg.algorithm}")
     checkpoint = _prepare_out(cfg, out, resume)
     save_settings(out, cfg)
+    for change in overridden_defining(cfg.algorithm, cfg):
+        print(f"warning: {cfg.algorithm} run with a defining setting changed ({change}): a variant, not {cfg.algorithm} as published", file=sys.stderr)
     _seed_everything(cfg.seed)
     model_path = str(checkpoint) if checkpoint else resolve_model(cfg.model)[0]
     model, tokenizer, device = _load_policy(cfg, model_path)
@@ -103,15 +113,17 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_schedule(cfg))
     curriculum = Curriculum([Stage.from_dict(s) for s in cfg.stages])
-    selection = make_selection(cfg.selection, stage_pool(curriculum.stage), cfg.seed, gen_prompts=cfg.gen_prompts, max_gen_batches=cfg.max_gen_batches)
+    selection = _stage_selection(cfg, curriculum)
     start, generations_total = 0, 0
     if checkpoint:
         state = load_trainer_state(checkpoint)
+        if "optimizer" not in state:
+            raise UserError(f"--resume: {checkpoint} has no optimizer state (trained with save_optimizer: false); start a new --out")
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         curriculum.load_state_dict(state["curriculum"])
         lookup = {p.id: p for s in curriculum.stages for p in stage_pool(s)}
-        selection = make_selection(cfg.selection, stage_pool(curriculum.stage), cfg.seed, gen_prompts=cfg.gen_prompts, max_gen_batches=cfg.max_gen_batches)
+        selection = _stage_selection(cfg, curriculum)
         selection.load_state_dict(state["selection"], lookup)
         set_rng_state(state["rng"])
         start, generations_total = state["step"], state["generations_total"]
@@ -126,7 +138,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             reason = curriculum.should_switch()
             if reason:
                 stage = curriculum.advance(step, reason)
-                selection = make_selection(cfg.selection, stage_pool(stage), cfg.seed + 1000 * curriculum.index, gen_prompts=cfg.gen_prompts, max_gen_batches=cfg.max_gen_batches)
+                selection = _stage_selection(cfg, curriculum)
                 print(f"step {step}: stage -> {stage.name} ({reason})")
             metrics = train_step(cfg, step, model, reference, optimizer, tokenizer, device, selection, worker, sampler)
             scheduler.step()
@@ -140,7 +152,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
                 print(_progress_line(step, cfg.max_steps, metrics), flush=True)
             budget_spent = cfg.max_generations is not None and generations_total >= cfg.max_generations
             if (cfg.save_every and step % cfg.save_every == 0) or step == cfg.max_steps or budget_spent:
-                _save(out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total)
+                _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total)
             if budget_spent:
                 print(f"rollout budget of {cfg.max_generations} generations spent at step {step}")
                 break
@@ -167,8 +179,7 @@ def train_step(cfg: TrainConfig, step: int, model, reference, optimizer, tokeniz
     metrics: dict[str, Any] = {**rollout_metrics(seen, groups), **{f"selection_{k}": v for k, v in selection_stats.items()}}
     metrics["generations"] = worker.generations - generated_before
     metrics["tokens_per_s"] = round(sum(len(c) for g in seen for c in g.completion_ids) / max(times["generate"], 1e-9), 1)
-    metrics["reward_mean"] = None
-    metrics["unverifiable"] = metrics["masked_unverifiable"] = 0
+    metrics.update(dict.fromkeys(UPDATE_METRICS), optimizer_steps=0, reward_mean=None, unverifiable=0, masked_unverifiable=0)
     t0 = time.perf_counter()
     if groups:
         correct = [ok for g in groups for ok in g.correct]
@@ -199,8 +210,8 @@ def train_step(cfg: TrainConfig, step: int, model, reference, optimizer, tokeniz
     return metrics
 
 
-def _save(out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total) -> Path:
-    return save_checkpoint(out, step, model, tokenizer, optimizer, {
+def _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total) -> Path:
+    return save_checkpoint(out, step, model, tokenizer, optimizer if cfg.save_optimizer else None, {
         "scheduler": scheduler.state_dict(), "curriculum": curriculum.state_dict(), "selection": selection.state_dict(), "generations_total": generations_total,
     })
 
@@ -210,7 +221,7 @@ def _evaluate(cfg: TrainConfig, out: Path, step: int, model, tokenizer, optimize
     from harness.eval_config import EvalConfig
     from harness.evaluate import run_eval
 
-    path = _save(out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total)
+    path = _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total)
     summary = run_eval(EvalConfig(model=str(path), benchmarks=cfg.eval_benchmarks, template=cfg.template, n=cfg.eval_n, temperature=cfg.eval_temperature,
                                   max_tokens=cfg.max_tokens, limit=cfg.eval_limit, out=str(out / "eval" / f"step-{step:06d}"), progress=False))
     return {f"eval_{name}": b["mean_at_n"]["value"] for name, b in summary["benchmarks"].items()}
@@ -223,6 +234,3 @@ def _progress_line(step: int, total: int, m: dict[str, Any]) -> str:
             f"batch {m['effective_batch']} gens {m['generations']} len+ {m['length_correct']} len- {m['length_incorrect']} "
             f"gen {m['time_generate']:.1f}s learn {m['time_learn']:.1f}s {evals}").rstrip()
 
-
-def train_log(out: Path) -> list[dict[str, Any]]:
-    return read_log(out)

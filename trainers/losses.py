@@ -68,10 +68,16 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 def completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_mask: torch.Tensor,
                         with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(token) for every position (aligned with ``input_ids``; only ``completion_mask``
-    positions matter) and optionally the policy entropy there."""
+    positions matter, the others are 0) and optionally the policy entropy there. The vocabulary
+    projection runs only from the first completion column on (``logits_to_keep``): prompt
+    positions would cost a full-vocabulary softmax each and never enter the loss."""
+    length = input_ids.shape[1]
+    columns = torch.nonzero(completion_mask.any(dim=0)).flatten()
+    first = max(1, int(columns[0]) if len(columns) else length - 1)
     positions = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions).logits[:, :-1, :].float()
-    targets = input_ids[:, 1:]
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=length - first + 1)
+    logits = out.logits[:, :-1, :].float()  # predicts the tokens at columns first .. length-1
+    targets = input_ids[:, first:]
     logsumexp = torch.logsumexp(logits, dim=-1)
     logp = torch.gather(logits, -1, targets[..., None]).squeeze(-1) - logsumexp
     entropy = None
@@ -79,7 +85,7 @@ def completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attenti
         with torch.no_grad():
             probs = torch.softmax(logits, dim=-1)
             entropy = logsumexp - (probs * logits).sum(dim=-1)
-    pad = torch.zeros((logp.shape[0], 1), dtype=logp.dtype, device=logp.device)
+    pad = torch.zeros((logp.shape[0], first), dtype=logp.dtype, device=logp.device)
     logp = torch.cat([pad, logp], dim=1) * completion_mask
     if entropy is not None:
         entropy = torch.cat([pad, entropy], dim=1) * completion_mask

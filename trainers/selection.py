@@ -57,11 +57,11 @@ class PromptStream:
         return self.position >= len(self.pool)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "position": self.position, "ids": [p.id for p in self.pool]}
+        return {"seed": self.seed, "epoch": self.epoch, "position": self.position, "ids": [p.id for p in self.pool]}
 
     def load_state_dict(self, state: dict[str, Any], lookup: dict[str, Problem]) -> None:
         self.pool = [lookup[i] for i in state["ids"]]
-        self.epoch, self.position = state["epoch"], state["position"]
+        self.seed, self.epoch, self.position = state["seed"], state["epoch"], state["position"]
         self._order = self._permutation()
 
 
@@ -134,17 +134,23 @@ class HistoryResampling(UniformSelection):
         return len(solved)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"stream": self.stream.state_dict(), "stream_seed": self.stream.seed, "epochs": self.epochs, "record": self.record, "dropped": self.dropped}
+        return {"stream": self.stream.state_dict(), "base_seed": self.base_seed, "epochs": self.epochs, "record": self.record, "dropped": self.dropped}
 
     def load_state_dict(self, state: dict[str, Any], lookup: dict[str, Problem]) -> None:
-        self.stream.seed = state["stream_seed"]
+        self.base_seed = state["base_seed"]
         self.epochs = state["epochs"]
         self.stream.load_state_dict(state["stream"], lookup)
         self.record = {k: list(v) for k, v in state["record"].items()}
         self.dropped = list(state["dropped"])
 
 
+def stage_seed(run_seed: int, stage_index: int) -> int:
+    """The selection seed of a curriculum stage: each stage shuffles its own pool its own way."""
+    return run_seed + 1000 * stage_index
+
+
 def make_selection(name: str, pool: Sequence[Problem], seed: int, **options: Any):
+    """A fresh selection over ``pool``; ``load_state_dict`` then restores a saved one, seed included."""
     classes = {"uniform": UniformSelection, "dynamic": DynamicSampling, "history": HistoryResampling}
     if name not in classes:
         raise ValueError(f"unknown selection {name!r}; choose from {SELECTIONS}")

@@ -46,6 +46,10 @@ def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int) -> torch.Te
     return torch.cat(parts)
 
 
+#: What an update reports; a step in which nothing trained (every group filtered) logs them as null.
+UPDATE_METRICS = ("loss", "clip_low_fraction", "clip_high_fraction", "kl", "entropy", "grad_norm", "optimizer_steps")
+
+
 def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: Any) -> dict[str, float]:
     """μ passes over the batch in minibatches (in order, no shuffling, as oat does)."""
     rows = batch.input_ids.shape[0]
@@ -79,7 +83,7 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))))
             optimizer.step()
     tokens = max(totals["tokens"], 1.0)
-    return {
+    return {  # keys: UPDATE_METRICS
         "loss": totals["loss"] / max(1, len(grad_norms)),
         "clip_low_fraction": totals["clip_low"] / tokens,
         "clip_high_fraction": totals["clip_high"] / tokens,

@@ -39,8 +39,9 @@ from sandbox.wire import WorkerCrashed, WorkerTimeout, read_frame, recv_json, se
 REASONS = {"re": "runtime_error", "raised": "runtime_error", "tle": "time_limit", "mle": "memory_limit", "ole": "output_limit", "bad_value": "wrong_answer", "no_answer": "wrong_answer", "sandbox": "sandbox_error"}
 #: Seconds the judge waits beyond an operation's own limits before it calls the sandbox dead.
 MARGIN_S = 10.0
-#: How long a verdict waits for the zygote to reap the sandbox's last process.
-REAP_WAIT_S = 5.0
+#: How long a verdict waits for the zygote to reap the sandbox and empty its cgroup. The zygote may be
+#: building the next spare sandbox first (seconds on a loaded machine); only a dead zygote takes this long.
+REAP_WAIT_S = 30.0
 #: Call tests per round trip: batches double from 1 up to this, so a program that fails early
 #: has run almost nothing ahead, and one that passes pays one round trip per many calls.
 MAX_BATCH = 256

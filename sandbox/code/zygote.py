@@ -179,14 +179,17 @@ class Zygote:
             os.waitpid(pid, 0)
         except ChildProcessError:
             pass
-        if reaped is not None:
-            reaped(pid)
+        # The outer process can be gone while the sandbox's own processes are still dying (the
+        # judge SIGKILLs it when work it sent ahead is pending): removing the cgroup kills and
+        # waits for every member, so the reply really means nothing of the submission runs.
         cgroup = self.live.pop(pid, None)
         if cgroup is not None and self.cgroups is not None:
             try:
                 self.cgroups.remove(cgroup)
             except OSError:
                 pass
+        if reaped is not None:
+            reaped(pid)
 
 
 def zygote_loop(sock: socket.socket, isolated: bool) -> None:
@@ -221,8 +224,8 @@ def zygote_loop(sock: socket.socket, isolated: bool) -> None:
                 zygote.reap(pid)
             return
         if "reap" in message:
-            # Reply once the process is reaped (the verdict waits for this: no zombie is
-            # left when it returns); the cgroup's removal comes after, off the judge's path.
+            # Reply once the process is reaped and its cgroup empty and removed (the verdict
+            # waits for this: no process and no zombie is left when it returns).
             zygote.reap(int(message["reap"]), lambda pid: send_json(sock, {"reaped": pid}))
             continue
         try:
