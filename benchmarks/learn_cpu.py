@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.report_format import percent_ci as pct  # noqa: E402
+
 ARITH_TOKENS = 24
 MIXED_TOKENS = 48
 
@@ -91,11 +93,6 @@ def curves(logs: dict[str, list[dict]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, format="svg")
     plt.close(fig)
-
-
-def pct(metric: dict) -> str:
-    lo, hi = metric["ci95"]
-    return f"{100 * metric['value']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 def main() -> int:
@@ -170,9 +167,7 @@ def render(report: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for name, r in report["runs"].items():
         for bench, b in r["benchmarks"].items():
-            g = b["gain"]
-            lo, hi = g["ci95"]
-            lines.append(f"| {name} | {bench} | {pct(b['before'])} | {pct(b['after'])} | {100 * g['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] | {r['generations']} | "
+            lines.append(f"| {name} | {bench} | {pct(b['before'])} | {pct(b['after'])} | {pct(b['gain'], signed=True)} | {r['generations']} | "
                          f"{r['zero_variance_mean']:.2f} | {r['wrong_length_first5']} -> {r['wrong_length_last5']} | {r['minutes']} |")
     return "\n".join(lines) + "\n"
 

@@ -29,17 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def pct(entry: dict) -> str:
-    value, (lo, hi) = entry["value"], entry["ci95"]
-    return f"{100 * value:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+from harness.report_format import percent_ci as pct  # noqa: E402
 
 
 def gain(entry: dict) -> str:
     if "gain_vs_base" not in entry:
         return "—"
-    g = entry["gain_vs_base"]
-    lo, hi = g["ci95"]
-    return f"{100 * g['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+    return pct(entry["gain_vs_base"], signed=True)
 
 
 def render(randopt: dict, corp: dict, command: str) -> str:
@@ -86,9 +82,10 @@ def main() -> int:
     parser.add_argument("--reuse", action="store_true", help="keep finished runs whose saved config equals the resolved one")
     args = parser.parse_args()
 
+    import importlib
+
     from trainers.config import parse_overrides
     from trainers.es_config import build_es_config
-    from trainers.es_loop import run_search
 
     shared = parse_overrides(args.overrides)
 
@@ -104,7 +101,7 @@ def main() -> int:
         else:
             if out.exists():
                 shutil.rmtree(out)
-            run_search(cfg)
+            importlib.import_module(f"trainers.{algorithm}").train(cfg)
         reports[algorithm] = json.loads((out / "report.json").read_text())
         (board / "results.json").write_text(json.dumps(reports, indent=1))
     command = " ".join(["python benchmarks/learn_cpu_es.py", *(shlex.quote(a) for a in sys.argv[1:] if a != "--reuse")])

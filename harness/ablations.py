@@ -21,6 +21,7 @@ from typing import Any
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
 from harness.metrics import macro_average, paired_difference
+from harness.report_format import markdown_table, percent, percent_ci
 from harness.results import read_samples, write_json
 
 TEMPLATES_DEFAULT = "qwen_math,r1,no_template,fewshot,chat"
@@ -70,13 +71,6 @@ def _manifest(kind: str, base: EvalConfig, cells: list[dict[str, Any]], folder: 
     return manifest
 
 
-def _pct(metric: dict[str, Any] | None) -> str:
-    if not metric or metric.get("value") is None:
-        return "-"
-    lo, hi = metric["ci95"]
-    return f"{100 * metric['value']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-
-
 def template_table(cells: list[dict[str, Any]], folder: Path, benchmarks: list[str]) -> dict[str, Any]:
     """Rows model x template; columns benchmarks + Avg; the best template per model marked."""
     rows = []
@@ -100,14 +94,13 @@ def template_table(cells: list[dict[str, Any]], folder: Path, benchmarks: list[s
 
 def format_template_table(table: dict[str, Any]) -> str:
     names = table["benchmarks"]
-    lines = ["| Model | Template | " + " | ".join(names) + " | Avg |", "|---|---|" + "---|" * (len(names) + 1)]
-    previous = None
+    rows, previous = [], None
     for r in table["rows"]:
         mark = " **(best)**" if r.get("best") else ""
-        model = r["model"] if r["model"] != previous else ""
+        rows.append([r["model"] if r["model"] != previous else "", f"[{r['template']}]({r['run']}/summary.json){mark}",
+                     *[percent_ci(r["cells"].get(b)) for b in names], percent_ci(r["average"])])
         previous = r["model"]
-        lines.append(f"| {model} | [{r['template']}]({r['run']}/summary.json){mark} | " + " | ".join(_pct(r["cells"].get(b)) for b in names) + f" | {_pct(r['average'])} |")
-    return "\n".join(lines)
+    return markdown_table(["Model", "Template", *names, "Avg"], rows)
 
 
 def ablate_templates(base: EvalConfig, models: list[str | None], templates: list[str], results: Path, name: str | None = None) -> dict[str, Any]:
@@ -168,23 +161,22 @@ def prior_report(cells: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
 
 
 def format_prior(report: dict[str, Any]) -> str:
-    lines = ["| Model | Template | Benchmark | answer rate | pass@1 | pass@n | mean@n [95% CI] | Dr. GRPO reflection | recheck | hesitation | exploration | len correct / wrong | trunc |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    pct = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731
+    header = ["Model", "Template", "Benchmark", "answer rate", "pass@1", "pass@n", "mean@n [95% CI]", "Dr. GRPO reflection", "recheck", "hesitation",
+              "exploration", "len correct / wrong", "trunc"]
+    rows = []
     for c in report["cells"]:
         ks = sorted(c["pass_at_k"], key=int)
         refl = c["reflection"] or {}
         lengths = f"{c['length']['correct']['mean'] or '-'} / {c['length']['incorrect']['mean'] or '-'}"
-        lines.append(f"| {c['model']} | [{c['template']}]({c['run']}/summary.json) | {c['benchmark']} | {pct(c['answer_rate'])} | {pct(c['pass_at_k'].get('1'))} | "
-                     f"{pct(c['pass_at_k'][ks[-1]]) if ks else '-'} (n={ks[-1] if ks else '-'}) | {_pct(c['mean_at_n'])} | {pct(refl.get('drgrpo'))} | "
-                     f"{pct(refl.get('recheck'))} | {pct(refl.get('hesitation'))} | {pct(refl.get('exploration'))} | {lengths} | {pct(c['truncation_rate'])} |")
+        rows.append([c["model"], f"[{c['template']}]({c['run']}/summary.json)", c["benchmark"], percent(c["answer_rate"]), percent(c["pass_at_k"].get("1")),
+                     f"{percent(c['pass_at_k'][ks[-1]]) if ks else '-'} (n={ks[-1] if ks else '-'})", percent_ci(c["mean_at_n"]), percent(refl.get("drgrpo")),
+                     percent(refl.get("recheck")), percent(refl.get("hesitation")), percent(refl.get("exploration")), lengths, percent(c["truncation_rate"])])
+    lines = [markdown_table(header, rows)]
     if report["gains"]:
         a, b = report["models"]
         lines += ["", f"Gain of {b} over {a} (mean@n, points, paired over the same problems):", "",
-                  "| Template | Benchmark | B - A [95% CI] | problems B better / A better |", "|---|---|---|---|"]
-        for g in report["gains"]:
-            lo, hi = g["ci95"]
-            lines.append(f"| {g['template']} | {g['benchmark']} | {100 * g['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] | {g['b_better']} / {g['a_better']} |")
+                  markdown_table(["Template", "Benchmark", "B - A [95% CI]", "problems B better / A better"],
+                                 [[g["template"], g["benchmark"], percent_ci(g, signed=True), f"{g['b_better']} / {g['a_better']}"] for g in report["gains"]])]
     return "\n".join(lines)
 
 

@@ -7,20 +7,12 @@ from typing import Any
 
 from harness.errors import UserError
 from harness.metrics import paired_difference
+from harness.report_format import flatten
 from harness.results import read_samples, read_summary
 
 
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            out.update(_flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix.rstrip("."): data}
-
-
 def protocol_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[Any]]:
-    fa, fb = _flatten(a.get("protocol", {})), _flatten(b.get("protocol", {}))
+    fa, fb = flatten(a.get("protocol", {})), flatten(b.get("protocol", {}))
     return {k: [fa.get(k), fb.get(k)] for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)}
 
 

@@ -12,7 +12,7 @@ A response counts once per category however many phrases it contains (response-l
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable
 
 DRGRPO_KEYWORDS = (
     "recheck", "rethink", "reassess", "reevaluate", "re-evaluate", "reevaluation", "re-examine", "reexamine",
@@ -48,10 +48,3 @@ def reflection_rates(texts: Iterable[str]) -> dict[str, float | None]:
             counts[name] += hit
     return {name: (round(counts[name] / total, 6) if total else None) for name in CATEGORIES}
 
-
-def length_with_and_without(texts: Sequence[str], lengths: Sequence[int | None], category: str = "drgrpo") -> dict[str, float | None]:
-    """Mean length of responses with and without a category (SRPO's second statistic)."""
-    with_hit = [n for t, n in zip(texts, lengths) if n is not None and hits(t)[category]]
-    without = [n for t, n in zip(texts, lengths) if n is not None and not hits(t)[category]]
-    mean = lambda xs: round(sum(xs) / len(xs), 2) if xs else None  # noqa: E731
-    return {"with": mean(with_hit), "without": mean(without)}

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 from harness.metrics import bootstrap_mean, length_stats, maj_at_k_problem, mean_at_n, pass_at_ks
 from harness.reflection import reflection_rates
+from harness.report_format import percent_ci
 
 NO_ANSWER = {"no_answer", "no_code"}
 TIMEOUT = {"timeout"}  # the math grader hit its deadline (a code time_limit is the program's)
@@ -113,13 +114,6 @@ def _count(values) -> dict[str, int]:
     return out
 
 
-def _pct(metric: dict[str, Any] | None) -> str:
-    if not metric or metric.get("value") is None:
-        return "-"
-    lo, hi = metric["ci95"]
-    return f"{100 * metric['value']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-
-
 def format_table(summary: dict[str, Any]) -> str:
     """The end-of-run table: accuracy with CIs and the health rates beside it."""
     header = ["benchmark", "problems", "samples", "mean@n % [95% CI]", "pass@k", "maj@k", "trunc%", "no-ans%", "timeout%", "len ok/wrong"]
@@ -134,7 +128,7 @@ def format_table(summary: dict[str, Any]) -> str:
         lengths = m["length"]
         length = f"{lengths['correct']['mean'] or '-'}/{lengths['incorrect']['mean'] or '-'}"
         rate = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731
-        lines.append([name, str(m["n_problems"]), str(m["n_samples"]), _pct(m["mean_at_n"]), passk, majs, rate(m["truncation_rate"]), rate(m["no_answer_rate"]), rate(m["timeout_rate"]), length])
+        lines.append([name, str(m["n_problems"]), str(m["n_samples"]), percent_ci(m["mean_at_n"]), passk, majs, rate(m["truncation_rate"]), rate(m["no_answer_rate"]), rate(m["timeout_rate"]), length])
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     text = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in lines]
     text.insert(1, "  ".join("-" * w for w in widths))

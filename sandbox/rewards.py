@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
+from sandbox.process_wide import ProcessWide
 from sandbox.service import CODE_OPTIONS, GradingService, Item, parse_item
 
 _CODE_SOURCES = ("livecodebench", "lcb", "codecontests", "apps", "taco", "code", "humaneval", "mbpp", "leetcode", "primeintellect", "kodcode")
@@ -30,20 +30,12 @@ _POLICY_BY_SOURCE = (("gsm8k", "gsm8k"), ("minerva", "minerva"), ("olympiad", "o
 _ANSWER_KEYS = ("answer", "solution", "ground_truth", "label", "gold")
 _SPECIAL_TOKENS_RE = re.compile(r"(?:<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|</s>|<\|end\|>|<｜end▁of▁sentence｜>)+\s*$")
 
-_service: GradingService | None = None
-_service_lock = threading.Lock()
+_service = ProcessWide(lambda: GradingService())
 
 
 def default_service() -> GradingService:
     """The process-wide grading service used by the adapters (created on first use)."""
-    global _service
-    with _service_lock:
-        if _service is None:
-            import atexit
-
-            _service = GradingService()
-            atexit.register(_service.close)
-        return _service
+    return _service.get()
 
 
 def completion_text(completion: Any) -> str:

@@ -15,6 +15,7 @@ log line per request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -24,7 +25,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -33,6 +34,7 @@ from sandbox.code.languages import LANGUAGES
 from sandbox.code.limits import check_caps
 from sandbox.rewards import openrlhf_items, openrlhf_response
 from sandbox.service import BadItem, GradingService, Item, failure_verdict, parse_item, timeout_verdict, verdict_row
+from sandbox.verdict import Verdict
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER, PACKAGE_VERSION
 
 DEFAULT_LIMIT_CAPS: dict[str, float] = {
@@ -157,34 +159,165 @@ class HTTPProblem(Exception):
         self.headers = headers or {}
 
 
-def create_app(config: ServerConfig, service: GradingService | None = None):
-    """Build the FastAPI application (the service is created here unless given)."""
-    config.validate()
-    state: dict[str, Any] = {"service": service, "owned": service is None}
-    metrics = Metrics()
-    executor = ThreadPoolExecutor(max_workers=max(4, (config.workers or 2) * 4), thread_name_prefix="rlvr-grade")
-    queue_lock = threading.Lock()
+class ServerState:
+    """What the endpoints share: the config, the grading service, the metrics, the grading
+    threads and the admission queue (back-pressure: 413 past the per-request cap, 429 when full)."""
 
-    async def lifespan(app):  # noqa: ANN001
-        if state["service"] is None:
-            state["service"] = GradingService(workers=config.workers, math_timeout=config.math_timeout, unsafe=config.unsafe)
-            await asyncio.to_thread(state["service"].warm_up)  # ready means warm
-        yield
-        executor.shutdown(wait=True)
-        if state["owned"]:
-            state["service"].close()
+    def __init__(self, config: ServerConfig, service: GradingService | None):
+        self.config = config
+        self.service = service
+        self.owned = service is None
+        self.metrics = Metrics()
+        self.executor = ThreadPoolExecutor(max_workers=max(4, (config.workers or 2) * 4), thread_name_prefix="rlvr-grade")
+        self._queue_lock = threading.Lock()
 
-    app = FastAPI(title="rlvr reward server", version=PACKAGE_VERSION, lifespan=lifespan, docs_url=None, redoc_url=None)
+    async def start(self) -> None:
+        if self.service is None:
+            self.service = GradingService(workers=self.config.workers, math_timeout=self.config.math_timeout, unsafe=self.config.unsafe)
+            await asyncio.to_thread(self.service.warm_up)  # ready means warm
 
-    def svc() -> GradingService:
-        return state["service"]
+    def stop(self) -> None:
+        self.executor.shutdown(wait=True)
+        if self.owned and self.service is not None:
+            self.service.close()
 
-    # ---- plumbing ---------------------------------------------------------------------------
-    @app.exception_handler(HTTPProblem)
-    async def problem_handler(request: Request, exc: HTTPProblem):
-        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+    async def read_json(self, request: Request) -> Any:
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > self.config.max_body_bytes:
+                raise HTTPProblem(413, f"body exceeds the {self.config.max_body_bytes}-byte limit")
+        try:
+            return json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise HTTPProblem(400, f"body is not valid JSON: {exc}") from exc
 
-    @app.middleware("http")
+    @contextlib.contextmanager
+    def admitted(self, n: int) -> Iterator[None]:
+        """Hold ``n`` places in the queue while the block runs."""
+        config, metrics = self.config, self.metrics
+        if n > config.max_items_per_request:
+            raise HTTPProblem(413, f"{n} items exceed the {config.max_items_per_request}-item limit per request; split the batch")
+        with self._queue_lock:
+            if metrics.queued + n > config.max_queue_items:
+                wait = max(1, int((metrics.queued + n) / max(1, config.max_queue_items) * 5))
+                raise HTTPProblem(429, f"{metrics.queued} items queued; retry later", {"Retry-After": str(wait)})
+            metrics.queued += n
+        try:
+            yield
+        finally:
+            with self._queue_lock:
+                metrics.queued -= n
+
+    async def grade(self, items: list[Item], deadline: float) -> list[dict[str, Any]]:
+        """Grade with a per-request deadline: unfinished items become timeout verdicts."""
+        with self.admitted(len(items)):
+            loop = asyncio.get_running_loop()
+            math_idx = [i for i, it in enumerate(items) if it.kind == "math"]
+            chunks = [math_idx[start : start + MATH_CHUNK] for start in range(0, len(math_idx), MATH_CHUNK)]
+            chunks += [[i] for i, it in enumerate(items) if it.kind == "code"]
+            futures = [loop.run_in_executor(self.executor, self.service.grade, [items[i] for i in chunk]) for chunk in chunks]  # type: ignore[union-attr]
+            remaining = max(0.0, deadline - time.monotonic())
+            done, _ = await asyncio.wait(futures, timeout=remaining) if futures else (set(), set())
+        rows: list[dict[str, Any] | None] = [None] * len(items)
+        for chunk, future in zip(chunks, futures):
+            for position, i in enumerate(chunk):
+                if future in done and future.exception() is None:
+                    verdict = future.result()[position]
+                elif future in done:
+                    verdict = failure_verdict(items[i].kind, f"grader failed: {future.exception()}")
+                else:
+                    verdict = timeout_verdict(items[i].kind, "request deadline reached before a verdict")
+                rows[i] = verdict_row(items[i].id, verdict)
+        for kind in ("math", "code"):
+            self.metrics.observe_items(kind, [r for r, it in zip(rows, items) if it.kind == kind and r is not None])
+        return [r for r in rows if r is not None]
+
+    async def run_program(self, code: str, stdin: str, language: str, limits: dict[str, Any] | None) -> dict[str, Any]:
+        with self.admitted(1):
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.executor, lambda: self.service.code.run_program(code, stdin, language, limits))  # type: ignore[union-attr]
+
+
+def grade_request(body: Any, config: ServerConfig) -> tuple[list[Item], float]:
+    """``/v1/grade``: the items (each within the limit caps) and the request's deadline."""
+    if not isinstance(body, dict):
+        raise HTTPProblem(422, "body: expected an object with 'items'")
+    raw = body.get("items")
+    if not isinstance(raw, list):
+        raise HTTPProblem(422, "items: required list of {id, kind, completion, answer | tests}")
+    try:
+        items = [parse_item(r, i) for i, r in enumerate(raw)]
+        for index, item in enumerate(items):
+            check_item_caps(item, index, config.limit_caps)
+    except BadItem as exc:
+        raise HTTPProblem(422, str(exc)) from exc
+    timeout = body.get("timeout", config.request_timeout)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise HTTPProblem(422, "timeout: must be a positive number of seconds")
+    return items, time.monotonic() + min(float(timeout), config.request_timeout)
+
+
+def openrlhf_request(body: Any, config: ServerConfig) -> list[Item]:
+    """``/get_reward`` (OpenRLHF's remote reward protocol): one item per query."""
+    if not isinstance(body, dict):
+        raise HTTPProblem(422, "body: expected an object with 'query', 'prompts', 'labels'")
+    queries = body.get("query")
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise HTTPProblem(422, "query: required list of strings (prompt + response)")
+    labels = body.get("labels")
+    if labels is None:
+        raise HTTPProblem(422, "labels: required (set OpenRLHF's label key to the gold-answer column)")
+    try:
+        items = openrlhf_items(queries, body.get("prompts"), labels)
+        for index, item in enumerate(items):
+            check_item_caps(item, index, config.limit_caps)
+    except (BadItem, ValueError, TypeError, KeyError) as exc:
+        raise HTTPProblem(422, f"labels/prompts: {exc}") from exc
+    return items
+
+
+def run_code_request(body: Any, config: ServerConfig) -> tuple[str, str, str, dict[str, Any] | None]:
+    """``/run_code`` (SandboxFusion's protocol): program, stdin, language and our limits."""
+    if not isinstance(body, dict):
+        raise HTTPProblem(422, "body: expected an object with 'code' and 'language'")
+    code = body.get("code")
+    if not isinstance(code, str):
+        raise HTTPProblem(422, "code: required string")
+    language = body.get("language", "python")
+    if language not in LANGUAGES and language not in ("python3", "c++"):
+        raise HTTPProblem(422, f"language: {language!r} is not supported here; supported: {sorted(LANGUAGES)}")
+    stdin = body.get("stdin") or ""
+    if not isinstance(stdin, str):
+        raise HTTPProblem(422, "stdin: must be a string")
+    if body.get("files"):
+        raise HTTPProblem(422, "files: extra files are not supported by this server (send the program in 'code')")
+    limits: dict[str, Any] = {}
+    for src, dst in (("run_timeout", "time_s"), ("compile_timeout", "compile_time_s")):
+        value = body.get(src)
+        if value is not None:
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise HTTPProblem(422, f"{src}: must be a positive number")
+            limits[dst] = float(value)
+    memory = body.get("memory_limit_MB", -1)
+    if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0:
+        limits["memory_mb"] = int(memory)
+    try:
+        check_caps(limits, config.limit_caps, "run_code")
+    except ValueError as exc:
+        names = {"run_code.time_s": "run_timeout", "run_code.compile_time_s": "compile_timeout", "run_code.memory_mb": "memory_limit_MB"}
+        message = str(exc)
+        for ours, theirs in names.items():
+            message = message.replace(ours, theirs)
+        raise HTTPProblem(422, message) from exc
+    if "time_s" in limits:
+        limits["wall_factor"], limits["wall_grace_s"] = 1.0, 0.5
+    return code, stdin, language, limits or None
+
+
+def request_guard(config: ServerConfig, metrics: Metrics):
+    """The HTTP middleware: bearer token, body-size limit, request metrics and one JSON access-log line."""
+
     async def guard(request: Request, call_next):
         start = time.perf_counter()
         path = request.url.path
@@ -195,7 +328,8 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
                 given = request.headers.get("authorization", "")
                 if not hmac.compare_digest(given.encode(), f"Bearer {config.token}".encode()):
                     status = 401
-                    return JSONResponse({"error": "missing or wrong bearer token (send 'Authorization: Bearer <token>')"}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                    return JSONResponse({"error": "missing or wrong bearer token (send 'Authorization: Bearer <token>')"}, status_code=401,
+                                        headers={"WWW-Authenticate": "Bearer"})
             length = request.headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > config.max_body_bytes:
                 status = 413
@@ -207,167 +341,54 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
         finally:
             seconds = time.perf_counter() - start
             metrics.observe_request(path, status, seconds)
-            line = {"ts": round(time.time(), 3), "method": request.method, "path": path, "status": status, "items": items, "ms": round(seconds * 1000, 2), "client": request.client.host if request.client else None}
+            line = {"ts": round(time.time(), 3), "method": request.method, "path": path, "status": status, "items": items, "ms": round(seconds * 1000, 2),
+                    "client": request.client.host if request.client else None}
             print(json.dumps(line), file=sys.stderr, flush=True)
 
-    async def read_json(request: Request) -> Any:
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > config.max_body_bytes:
-                raise HTTPProblem(413, f"body exceeds the {config.max_body_bytes}-byte limit")
-        try:
-            return json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise HTTPProblem(400, f"body is not valid JSON: {exc}") from exc
+    return guard
 
-    def admit(n: int) -> None:
-        if n > config.max_items_per_request:
-            raise HTTPProblem(413, f"{n} items exceed the {config.max_items_per_request}-item limit per request; split the batch")
-        with queue_lock:
-            if metrics.queued + n > config.max_queue_items:
-                wait = max(1, int((metrics.queued + n) / max(1, config.max_queue_items) * 5))
-                raise HTTPProblem(429, f"{metrics.queued} items queued; retry later", {"Retry-After": str(wait)})
-            metrics.queued += n
 
-    def release(n: int) -> None:
-        with queue_lock:
-            metrics.queued -= n
+def create_app(config: ServerConfig, service: GradingService | None = None):
+    """Build the FastAPI application (the service is created here unless given)."""
+    config.validate()
+    state = ServerState(config, service)
 
-    async def grade(items: list[Item], deadline: float) -> list[dict[str, Any]]:
-        """Grade with per-request deadline: unfinished items become timeout verdicts."""
-        loop = asyncio.get_running_loop()
-        chunks: list[list[int]] = []
-        math_idx = [i for i, it in enumerate(items) if it.kind == "math"]
-        for start in range(0, len(math_idx), MATH_CHUNK):
-            chunks.append(math_idx[start : start + MATH_CHUNK])
-        chunks += [[i] for i, it in enumerate(items) if it.kind == "code"]
-        futures = [loop.run_in_executor(executor, svc().grade, [items[i] for i in chunk]) for chunk in chunks]
-        remaining = max(0.0, deadline - time.monotonic())
-        done, _ = await asyncio.wait(futures, timeout=remaining) if futures else (set(), set())
-        rows: list[dict[str, Any] | None] = [None] * len(items)
-        for chunk, future in zip(chunks, futures):
-            if future in done and future.exception() is None:
-                for i, verdict in zip(chunk, future.result()):
-                    rows[i] = verdict_row(items[i].id, verdict)
-                continue
-            for i in chunk:
-                if future in done:
-                    verdict = failure_verdict(items[i].kind, f"grader failed: {future.exception()}")
-                else:
-                    verdict = timeout_verdict(items[i].kind, "request deadline reached before a verdict")
-                rows[i] = verdict_row(items[i].id, verdict)
-        for kind in ("math", "code"):
-            metrics.observe_items(kind, [r for r, it in zip(rows, items) if it.kind == kind and r is not None])
-        return [r for r in rows if r is not None]
+    async def lifespan(app):  # noqa: ANN001
+        await state.start()
+        yield
+        state.stop()
 
-    def deadline_of(body: dict[str, Any]) -> float:
-        timeout = body.get("timeout", config.request_timeout)
-        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-            raise HTTPProblem(422, "timeout: must be a positive number of seconds")
-        return time.monotonic() + min(float(timeout), config.request_timeout)
+    app = FastAPI(title="rlvr reward server", version=PACKAGE_VERSION, lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.middleware("http")(request_guard(config, state.metrics))
 
-    # ---- endpoints --------------------------------------------------------------------------
+    @app.exception_handler(HTTPProblem)
+    async def problem_handler(request: Request, exc: HTTPProblem):
+        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+
     @app.post("/v1/grade")
     async def v1_grade(request: Request):
-        body = await read_json(request)
-        if not isinstance(body, dict):
-            raise HTTPProblem(422, "body: expected an object with 'items'")
-        raw = body.get("items")
-        if not isinstance(raw, list):
-            raise HTTPProblem(422, "items: required list of {id, kind, completion, answer | tests}")
-        try:
-            items = [parse_item(r, i) for i, r in enumerate(raw)]
-            for index, item in enumerate(items):
-                check_item_caps(item, index, config.limit_caps)
-        except BadItem as exc:
-            raise HTTPProblem(422, str(exc)) from exc
-        deadline = deadline_of(body)
-        admit(len(items))
-        try:
-            rows = await grade(items, deadline)
-        finally:
-            release(len(items))
+        items, deadline = grade_request(await state.read_json(request), config)
+        rows = await state.grade(items, deadline)
         return JSONResponse({"results": rows, "verifier": {"math": MATH_VERIFIER, "code": CODE_VERIFIER}}, headers={"x-rlvr-items": str(len(rows))})
 
     @app.post("/get_reward")
     async def get_reward(request: Request):
-        body = await read_json(request)
-        if not isinstance(body, dict):
-            raise HTTPProblem(422, "body: expected an object with 'query', 'prompts', 'labels'")
-        queries = body.get("query")
-        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-            raise HTTPProblem(422, "query: required list of strings (prompt + response)")
-        labels = body.get("labels")
-        if labels is None:
-            raise HTTPProblem(422, "labels: required (set OpenRLHF's label key to the gold-answer column)")
-        prompts = body.get("prompts")
-        try:
-            items = openrlhf_items(queries, prompts, labels)
-            for index, item in enumerate(items):
-                check_item_caps(item, index, config.limit_caps)
-        except (BadItem, ValueError, TypeError, KeyError) as exc:
-            raise HTTPProblem(422, f"labels/prompts: {exc}") from exc
-        admit(len(items))
-        try:
-            rows = await grade(items, time.monotonic() + config.request_timeout)
-        finally:
-            release(len(items))
-        from sandbox.verdict import Verdict
-
+        items = openrlhf_request(await state.read_json(request), config)
+        rows = await state.grade(items, time.monotonic() + config.request_timeout)
         return JSONResponse(openrlhf_response([Verdict.from_dict(r) for r in rows]), headers={"x-rlvr-items": str(len(rows))})
 
     @app.post("/run_code")
     async def run_code(request: Request):
-        body = await read_json(request)
-        if not isinstance(body, dict):
-            raise HTTPProblem(422, "body: expected an object with 'code' and 'language'")
-        code = body.get("code")
-        if not isinstance(code, str):
-            raise HTTPProblem(422, "code: required string")
-        language = body.get("language", "python")
-        if language not in LANGUAGES and language not in ("python3", "c++"):
-            raise HTTPProblem(422, f"language: {language!r} is not supported here; supported: {sorted(LANGUAGES)}")
-        stdin = body.get("stdin") or ""
-        if not isinstance(stdin, str):
-            raise HTTPProblem(422, "stdin: must be a string")
-        if body.get("files"):
-            raise HTTPProblem(422, "files: extra files are not supported by this server (send the program in 'code')")
-        limits: dict[str, Any] = {}
-        for src, dst in (("run_timeout", "time_s"), ("compile_timeout", "compile_time_s")):
-            value = body.get(src)
-            if value is not None:
-                if not isinstance(value, (int, float)) or value <= 0:
-                    raise HTTPProblem(422, f"{src}: must be a positive number")
-                limits[dst] = float(value)
-        memory = body.get("memory_limit_MB", -1)
-        if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0:
-            limits["memory_mb"] = int(memory)
-        try:
-            check_caps(limits, config.limit_caps, "run_code")
-        except ValueError as exc:
-            names = {"run_code.time_s": "run_timeout", "run_code.compile_time_s": "compile_timeout", "run_code.memory_mb": "memory_limit_MB"}
-            message = str(exc)
-            for ours, theirs in names.items():
-                message = message.replace(ours, theirs)
-            raise HTTPProblem(422, message) from exc
-        if "time_s" in limits:
-            limits["wall_factor"], limits["wall_grace_s"] = 1.0, 0.5
-        admit(1)
-        try:
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(executor, lambda: svc().code.run_program(code, stdin, language, limits or None))
-        finally:
-            release(1)
+        result = await state.run_program(*run_code_request(await state.read_json(request), config))
         return JSONResponse(sandbox_fusion_response(result), headers={"x-rlvr-items": "1"})
 
     @app.get("/healthz")
     async def healthz():
-        return {"status": "ok", "version": PACKAGE_VERSION, "verifiers": {"math": MATH_VERIFIER, "code": CODE_VERIFIER}, "queued_items": metrics.queued}
+        return {"status": "ok", "version": PACKAGE_VERSION, "verifiers": {"math": MATH_VERIFIER, "code": CODE_VERIFIER}, "queued_items": state.metrics.queued}
 
     @app.get("/metrics")
     async def prometheus():
-        return PlainTextResponse(metrics.render(svc().restarts()), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(state.metrics.render(state.service.restarts()), media_type="text/plain; version=0.0.4")  # type: ignore[union-attr]
 
     return app
 

@@ -165,22 +165,6 @@ class GradingService:
             self._remember(items[index].cache_key(), results[index])  # type: ignore[arg-type]
         return [r for r in results if r is not None]
 
-    def grade_raw(self, raw_items: Sequence[Any]) -> list[dict[str, Any]]:
-        """Grade request items as sent on the wire; a malformed item gets a ``bad_input`` row."""
-        parsed: list[Item | None] = []
-        rows: list[dict[str, Any] | None] = []
-        for index, raw in enumerate(raw_items):
-            try:
-                parsed.append(parse_item(raw, index))
-                rows.append(None)
-            except BadItem as exc:
-                parsed.append(None)
-                rid = raw.get("id", index) if isinstance(raw, Mapping) else index
-                rows.append(verdict_row(rid, Verdict.bad_input(str(exc), "")))
-        good = [p for p in parsed if p is not None]
-        verdicts = iter(self.grade(good))
-        return [row if row is not None else verdict_row(item.id, next(verdicts)) for row, item in zip(rows, parsed)]
-
 
 def timeout_verdict(kind: str, detail: str) -> Verdict:
     """The verdict for an item the request deadline cut off (a verdict, not an error)."""

@@ -68,14 +68,9 @@ def resolve(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    import importlib
+
     cfg = resolve(args)
-    if args.algorithm in GRADIENT_FREE:
-        from trainers.es_loop import run_search
-
-        out = run_search(cfg, resume=args.resume, show_progress=args.progress)
-    else:
-        from trainers.config import algorithm_module
-
-        out = algorithm_module(args.algorithm).train(cfg, resume=args.resume, progress=args.progress)
+    out = importlib.import_module(f"trainers.{args.algorithm}").train(cfg, resume=args.resume, progress=args.progress)
     print(f"done -> {out}")
     return 0

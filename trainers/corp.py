@@ -39,7 +39,7 @@ from harness.benchmarks.problems import Problem
 from trainers.corp_ops import (Cloud, KeySpace, cloud_stats, compare, gate_passes, local_amplitudes, probe_accepts, regression_lambda, search_weights,
                                target_ess, two_pass_merge, update_isotropic_share)
 from trainers.es_config import ESConfig
-from trainers.es_loop import ESLog, Splits, accuracy_report, progress, rows_of, sample_population, split_half, write_population, write_test_samples
+from trainers.es_loop import ESLog, run_search, Splits, accuracy_report, progress, rows_of, sample_population, split_half, write_population, write_test_samples
 from trainers.perturb import save_consolidated
 from trainers.population import PopulationScorer, Scored
 
@@ -232,3 +232,8 @@ def search(cfg: ESConfig, scorer: PopulationScorer, splits: Splits, log: ESLog, 
             "stage1": {"q": best["q"], "beta": best["beta"], "s": best["s"], "probe_accuracy": best["probe_accuracy"], "base_probe_accuracy": base_probe.accuracy,
                        "gate": cfg.stage1_gate, "kept": not gated_out, **merge.cloud.diagnostics()},
             "stage2": rounds, "components": len(spec), "solution_density": population.density(), "split_half": split_half(cfg, population), "test": test}
+
+
+def train(cfg: ESConfig, resume: bool = False, progress: bool = True) -> Path:
+    """Run CoRP end to end (``rlvr train corp``); returns the run directory."""
+    return run_search(cfg, search, resume, progress)

@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -176,8 +176,13 @@ def rows_of(scored: Scored) -> list[tuple[str | None, bool, str]]:
     return list(zip(scored.extracted, scored.correct.tolist(), scored.texts))
 
 
-def run_search(cfg: ESConfig, resume: bool = False, show_progress: bool = True) -> Path:
-    """Run RandOpt or CoRP end to end; returns the run directory."""
+#: An algorithm's search: (cfg, scorer, splits, log, out, model_path, model_name, show) -> report.
+Search = Callable[..., dict[str, Any]]
+
+
+def run_search(cfg: ESConfig, search: Search, resume: bool = False, show_progress: bool = True) -> Path:
+    """The loop RandOpt and CoRP share: splits, the population scorer, the log, then the
+    algorithm's ``search`` (its module passes it in), the report; returns the run directory."""
     from harness.models import resolve_model
     from trainers.loop import source_instruction
 
@@ -190,10 +195,6 @@ def run_search(cfg: ESConfig, resume: bool = False, show_progress: bool = True) 
     log = ESLog(out, dataclasses.asdict(cfg))
     t0 = time.perf_counter()
     try:
-        if cfg.algorithm == "randopt":
-            from trainers.randopt import search
-        else:
-            from trainers.corp import search
         report = search(cfg, scorer, splits, log, out, model_path, model_name, show_progress)
     finally:
         log.close()

@@ -34,10 +34,6 @@ class Component:
     sigma: float
     weight: float = 1.0
 
-    @property
-    def amplitude(self) -> float:
-        return self.weight * self.sigma
-
 
 Spec = list[Component]
 
@@ -71,7 +67,6 @@ class Perturber:
             raise ValueError(f"noise_dtype must be one of {sorted(NOISE_DTYPES)}")
         self.model = model
         self.noise_dtype = NOISE_DTYPES[noise_dtype]
-        self.noise_dtype_name = noise_dtype
         # Tied weights (e.g. a shared embedding / LM head) are one parameter, perturbed once.
         self.params = [(name, p) for name, p in model.named_parameters()]
         self.base = {name: p.detach().clone() for name, p in self.params}
@@ -101,7 +96,6 @@ class Perturber:
     def restore(self) -> None:
         for name, p in self.params:
             p.copy_(self.base[name])
-        self.applied = []
 
     @torch.no_grad()
     def apply(self, spec: Sequence[Component]) -> None:
@@ -117,14 +111,6 @@ class Perturber:
                 delta.add_(noise.float(), alpha=c.weight * c.sigma)
             p.copy_(self.base[name])
             p.add_(delta.to(p.dtype))
-        self.applied = list(spec)
-
-    @torch.no_grad()
-    def commit(self) -> None:
-        """Make the current weights the new base (CoRP's recentring)."""
-        for name, p in self.params:
-            self.base[name] = p.detach().clone()
-        self.applied = []
 
 
 def spec_to_json(spec: Sequence[Component], base_model: str, noise_dtype: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from harness.benchmarks.problems import Problem
 from harness.summary import vote_clusters
 from trainers.es_config import ESConfig
-from trainers.es_loop import ESLog, Splits, accuracy_report, progress, rows_of, sample_population, split_half, write_population, write_test_samples
+from trainers.es_loop import ESLog, run_search, Splits, accuracy_report, progress, rows_of, sample_population, split_half, write_population, write_test_samples
 from trainers.perturb import Component
 from trainers.population import PopulationScorer, Scored
 
@@ -87,3 +87,8 @@ def search(cfg: ESConfig, scorer: PopulationScorer, splits: Splits, log: ESLog, 
             "search_generations": search_generations, "test_generations": scorer.generations - search_generations,
             "solution_density": density, "split_half": split_half(cfg, population), "test": test,
             "support_accuracy_ranked": [population.scores[i] for i in ranked[:k_max]]}
+
+
+def train(cfg: ESConfig, resume: bool = False, progress: bool = True) -> Path:
+    """Run RandOpt end to end (``rlvr train randopt``); returns the run directory."""
+    return run_search(cfg, search, resume, progress)

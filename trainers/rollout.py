@@ -103,7 +103,6 @@ class RolloutWorker:
         self.sampler, self.grader, self.group_size = sampler, grader, group_size
         self.generations = 0
         self.seconds = {"generate": 0.0, "score": 0.0}
-        self.tokens = 0
 
     def __call__(self, problems: Sequence[Problem], step: int) -> list[Group]:
         if not problems:
@@ -119,7 +118,6 @@ class RolloutWorker:
         for index, (problem, (prompt_ids, completions, texts, truncated)) in enumerate(zip(problems, sampled)):
             mine = verdicts[index * self.group_size : (index + 1) * self.group_size]
             groups.append(Group(problem, prompt_ids, completions, texts, truncated, [bool(v.correct) for v in mine], [v.reason for v in mine]))
-            self.tokens += sum(len(c) for c in completions)
         self.generations += len(pairs)
         return groups
 

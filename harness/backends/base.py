@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from harness.templates import Prompt
 
@@ -45,9 +45,6 @@ class Generation:
 
 class Backend(Protocol):
     name: str
-
-    def describe(self) -> dict[str, Any]:
-        """``{backend, version, dtype, device, ...}``: what goes into the fingerprint."""
 
     def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Generation]:
         """One generation per request, in request order."""

@@ -80,11 +80,6 @@ class HFBackend:
         self.max_model_len = max_model_len or int(getattr(self.model.config, "max_position_embeddings", 4096))
         self._torch = torch
 
-    def describe(self) -> dict[str, Any]:
-        import transformers
-
-        return {"backend": "hf", "version": f"transformers {transformers.__version__}, torch {self._torch.__version__}", "dtype": self.dtype, "device": self.device}
-
     def encode(self, prompt: Any) -> tuple[str, list[int]]:
         return encode_prompt(self.tokenizer, prompt)
 

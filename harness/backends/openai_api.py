@@ -34,11 +34,6 @@ class OpenAIBackend:
         self.backoff_s = backoff_s
         self.retries = 0
 
-    def describe(self) -> dict[str, Any]:
-        import httpx
-
-        return {"backend": "openai", "version": f"openai-compatible via httpx {httpx.__version__}", "dtype": "server", "device": self.base_url}
-
     def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Generation]:
         return asyncio.run(self._generate_all(requests, params))
 

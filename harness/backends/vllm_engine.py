@@ -49,9 +49,6 @@ class VLLMBackend:
         self.tokenizer = self.llm.get_tokenizer()
         self.dtype = str(self.llm.llm_engine.model_config.dtype).replace("torch.", "")
 
-    def describe(self) -> dict[str, Any]:
-        return {"backend": "vllm", "version": f"vllm {self._vllm.__version__}", "dtype": self.dtype, "device": "cuda"}
-
     def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Generation]:
         encoded = [encode_prompt(self.tokenizer, r.prompt) for r in requests]
         sampling = [

@@ -11,9 +11,11 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+CODE_INSTRUCTION = "Think about the problem first, then give your final solution in one ```python code block."
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,23 @@ class Problem:
     gold: dict[str, Any]
     solution: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """A named benchmark. ``load`` returns every problem in file order (``--limit`` takes a
+    prefix); ``shots_from`` names the benchmark whose solutions few-shot prompts use."""
+
+    name: str
+    kind: str
+    description: str
+    source: str
+    load: Callable[[], list[Problem]]
+    instruction: str
+    policy: str | None = None
+    shots_from: str | None = None
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -1,38 +1,21 @@
 """The registry of named benchmarks shipped in the repository.
 
 Each entry names its data file, verifier kind, grading policy, default protocol and
-provenance; ``rlvr benchmarks`` prints this table. Procedural benchmarks (generated from a
-seed, no file) register here too.
+provenance; ``rlvr benchmarks`` prints this table. The procedural benchmarks (generated from
+a seed, no file) come from ``harness.benchmarks.procedural``, imported here like every other
+provider: a failure there is an error, never a silently missing benchmark.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.benchmarks.code_sets import contest_problem, evalplus_problem, humaneval_problem, mbpp_problem
 from harness.benchmarks.math_sets import POLICIES, math_problem
-from harness.benchmarks.problems import DATA_DIR, Problem, read_jsonl
+from harness.benchmarks.problems import CODE_INSTRUCTION, DATA_DIR, MATH_INSTRUCTION, BenchmarkSpec, Problem, read_jsonl
+from harness.benchmarks.procedural import PROCEDURAL_SPECS
 from harness.errors import UserError
 
-MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
-CODE_INSTRUCTION = "Think about the problem first, then give your final solution in one ```python code block."
-
-
-@dataclass(frozen=True)
-class BenchmarkSpec:
-    """A named benchmark. ``load`` returns every problem in file order (``--limit`` takes a
-    prefix); ``shots_from`` names the benchmark whose solutions few-shot prompts use."""
-
-    name: str
-    kind: str
-    description: str
-    source: str
-    load: Callable[[], list[Problem]]
-    instruction: str
-    policy: str | None = None
-    shots_from: str | None = None
-    notes: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+__all__ = ["BenchmarkSpec", "CODE_INSTRUCTION", "MATH_INSTRUCTION", "all_benchmarks", "get_benchmark", "load_problems"]
 
 
 def _file_loader(relative: str, benchmark: str, build: Callable[[dict[str, Any], str], Problem], keep: Callable[[dict[str, Any]], bool] = lambda row: True) -> Callable[[], list[Problem]]:
@@ -73,27 +56,10 @@ _SHOT_SOURCES = {
     "mbpp_prompt": _file_loader("code/mbpp.jsonl.gz", "mbpp", mbpp_problem, keep=lambda row: row.get("split") == "prompt"),
 }
 
-BENCHMARKS: dict[str, BenchmarkSpec] = {spec.name: spec for spec in _SPECS}
-_PROCEDURAL_LOADED = False
-
-
-def register(spec: BenchmarkSpec) -> None:
-    """Add a benchmark (procedural generators register themselves this way)."""
-    BENCHMARKS[spec.name] = spec
-
-
-def _ensure_procedural() -> None:
-    global _PROCEDURAL_LOADED
-    if not _PROCEDURAL_LOADED:
-        _PROCEDURAL_LOADED = True
-        try:
-            import harness.benchmarks.procedural  # noqa: F401  (registers arith, pyfunc)
-        except ImportError:
-            pass
+BENCHMARKS: dict[str, BenchmarkSpec] = {spec.name: spec for spec in [*_SPECS, *PROCEDURAL_SPECS]}
 
 
 def all_benchmarks() -> dict[str, BenchmarkSpec]:
-    _ensure_procedural()
     return BENCHMARKS
 
 

@@ -11,7 +11,8 @@ from typing import Any
 from harness.errors import UserError
 from harness.leaderboard.html import render_page
 from harness.leaderboard.plots import all_plots
-from harness.leaderboard.tables import Table, build_tables, cell_text, collect_runs, describe_protocol, pct, protocol_values
+from harness.leaderboard.tables import Table, build_tables, cell_text, collect_runs, describe_protocol, protocol_values
+from harness.report_format import markdown_table, percent
 
 CSV_FIELDS = ["table", "protocol_fingerprint", "rank", "model", "run", "benchmark", "mean_at_n", "ci95_lo", "ci95_hi", "pass_at_k", "k", "n_problems", "n_samples",
               "truncation_rate", "no_answer_rate", "timeout_rate", "benchmark_fingerprint", "template", "n", "temperature", "max_tokens", "backend", "dtype", "math_verifier", "code_verifier", "run_path"]
@@ -26,14 +27,13 @@ def markdown(tables: list[Table], link_prefix: str, generated: str, notes: list[
     for table in tables:
         lines += ["", f"## Protocol `{table.key}`", "", describe_protocol(table.protocol), ""]
         head = ["#", "Model", *table.differing, *[label for label, _ in table.columns], "Avg"]
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "---|" * len(head))
+        rows = []
         for row in table.rows:
             values = protocol_values(row["summary"])
             model = f"[{row['model']}]({link_prefix}{row['link']}/summary.json)"
-            average = pct(row["average"]) + ("" if row["complete"] else " (partial)")
-            lines.append("| " + " | ".join([str(row["rank"]), model, *[str(values.get(k)) for k in table.differing],
-                                            *[cell_text(row["cells"].get(label)) for label, _ in table.columns], average]) + " |")
+            average = percent(row["average"]) + ("" if row["complete"] else " (partial)")
+            rows.append([row["rank"], model, *[values.get(k) for k in table.differing], *[cell_text(row["cells"].get(label)) for label, _ in table.columns], average])
+        lines.append(markdown_table(head, rows))
     return "\n".join(lines) + "\n"
 
 

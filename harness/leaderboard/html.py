@@ -6,7 +6,8 @@ import html
 import json
 from typing import Any
 
-from harness.leaderboard.tables import Table, cell_text, describe_protocol, pct, protocol_values
+from harness.leaderboard.tables import Table, cell_text, describe_protocol, protocol_values
+from harness.report_format import percent
 
 STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem; color: #1f2328; max-width: 1400px; }
@@ -77,7 +78,7 @@ def table_html(table: Table, index: int, link_prefix: str) -> str:
             cells.append(f'<td data-sort="{_sort_value(bench)}">{shown}</td>')
         average = row["average"]
         css = "" if row["complete"] else ' class="incomplete" title="not every benchmark evaluated"'
-        cells.append(f'<td data-sort="{"" if average is None else f"{average:.6f}"}"{css}>{pct(average)}</td>')
+        cells.append(f'<td data-sort="{"" if average is None else f"{average:.6f}"}"{css}>{percent(average)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f'<h2 id="table-{index}">Protocol {html.escape(table.key)}</h2><p class="note">{html.escape(describe_protocol(table.protocol))}</p>'
             f'<table class="board" id="board-{index}"><thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table>')

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.report_format import flatten, percent, percent_ci
+
 PROTOCOL_COLUMNS = {
     "template.name": "template",
     "sampling.n": "n",
@@ -54,15 +56,6 @@ class Table:
     columns: list[tuple[str, str]]  # (label, benchmark)
     rows: list[dict[str, Any]] = field(default_factory=list)
     differing: list[str] = field(default_factory=list)  # display names of protocol fields (mixed tables)
-
-
-def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix.rstrip("."): data}
 
 
 def collect_runs(results: Path) -> tuple[list[Run], list[str]]:
@@ -153,17 +146,12 @@ def describe_protocol(protocol: dict[str, Any]) -> str:
             f"{get('backend.backend')} {get('backend.dtype')} ({get('backend.version')}), {get('grading.math_verifier')}, {get('grading.code_verifier')}")
 
 
-def pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
-
-
 def cell_text(bench: dict[str, Any] | None) -> str:
     """``mean [lo, hi]`` plus ``pass@n`` when there are several samples per problem."""
     if not bench:
         return "-"
-    m = bench["mean_at_n"]
-    text = f"{pct(m['value'])} [{pct(m['ci95'][0])}, {pct(m['ci95'][1])}]" if m["ci95"] else pct(m["value"])
+    text = percent_ci(bench["mean_at_n"])
     ks = sorted(bench.get("pass_at_k") or {}, key=int)
     if ks and ks[-1] != "1":
-        text += f" · pass@{ks[-1]} {pct(bench['pass_at_k'][ks[-1]]['value'])}"
+        text += f" · pass@{ks[-1]} {percent(bench['pass_at_k'][ks[-1]]['value'])}"
     return text

@@ -5,7 +5,6 @@ The program is extracted here (last fenced block), tests are normalised to three
 """
 from __future__ import annotations
 
-import atexit
 import os
 import threading
 import time
@@ -19,6 +18,7 @@ from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
 from sandbox.code.testcases import BadTests, PreparedTests, normalize_tests
 from sandbox.pool import WorkerCrashed, WorkerPool, WorkerTimeout
+from sandbox.process_wide import ProcessWide
 from sandbox.verdict import Verdict
 from sandbox.version import CODE_VERIFIER
 
@@ -277,17 +277,12 @@ class CodeGrader:
             return done + [result for part in executor.map(lambda piece: self._collect_part(request, piece), pieces) for result in part]
 
 
-_default: CodeGrader | None = None
-_default_lock = threading.Lock()
+_default = ProcessWide(lambda: CodeGrader())
 
 
 def default_code_grader() -> CodeGrader:
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = CodeGrader()
-            atexit.register(_default.close)
-        return _default
+    """The process-wide grader used by ``verify_code`` (created on first use)."""
+    return _default.get()
 
 
 def verify_code(completion: str, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, compare: Any = None, oracle: str | None = None, prelude: str | None = None, postlude: str | None = None, test_setup: str | None = None) -> Verdict:

@@ -14,9 +14,20 @@ from typing import Any, Callable
 
 from sandbox.math.approx import REJECT_REL, clearly_different
 from sandbox.math.normalize import Normalized
-from sandbox.math.numeric import Num, NotNumeric, TooLarge, parse_number, round_sig, significant_figures
+from sandbox.math.numeric import NotNumeric, Num, TooLarge, parse_number, round_sig, significant_figures
 from sandbox.math.policy import MathPolicy
-from sandbox.math.structure import Assign, Interval, Leaf, Matrix, Node, PlusMinus, Seq, Union, Unparseable, plus_minus_values
+from sandbox.math.structure import (
+    Assign,
+    Interval,
+    Leaf,
+    Matrix,
+    Node,
+    PlusMinus,
+    Seq,
+    Union,
+    Unparseable,
+    plus_minus_values,
+)
 
 
 class NeedsSymbolic(Exception):

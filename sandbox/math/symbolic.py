@@ -24,7 +24,6 @@ from sandbox.math.structure import Union as UnionNode
 
 _CONVERSION = ConversionConfig(lowercase_symbols=False, interpret_simple_eq_as_assignment=False)
 _DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?:[eE]([-+]?\d+))?|(?<![\d.])(\d+)[eE]([-+]?\d+)(?![\d.])")
-_RELATION_RE = re.compile(r"<|>|\\le\b|\\ge\b|\\ne\b|=")
 MAX_EXPONENT = 10_000
 MAX_BITS = 200_000
 MAX_FACTORIAL = 2_000
@@ -159,10 +158,6 @@ def to_sympy(text: str, allow_complex: bool = True) -> sympy.Basic:
         raise Unparseable("nesting too deep") from exc
     except (TypeError, ValueError, AttributeError, ArithmeticError, NotImplementedError, IndexError) as exc:
         raise Unparseable(f"cannot evaluate {text[:60]!r}: {type(exc).__name__}") from exc
-
-
-def is_relation_text(text: str) -> bool:
-    return bool(_RELATION_RE.search(text))
 
 
 def _close(a: sympy.Basic, b: sympy.Basic, rel: float, digits: int = EQUAL_DIGITS) -> bool | None:

@@ -7,7 +7,6 @@ and settings serve training rewards and evaluation grades.
 """
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import threading
@@ -20,6 +19,7 @@ from sandbox.math.extract import extract_answer
 from sandbox.math.judge import NeedsSymbolic, judge, parse_gold
 from sandbox.math.policy import GoldSpec, MathPolicy, resolve_policy
 from sandbox.pool import WorkerCrashed, WorkerPool, WorkerTimeout
+from sandbox.process_wide import ProcessWide
 from sandbox.verdict import Verdict
 from sandbox.version import MATH_VERIFIER
 
@@ -228,18 +228,12 @@ class MathGrader:
         return [r for r in results if r is not None]
 
 
-_default: MathGrader | None = None
-_default_lock = threading.Lock()
+_default = ProcessWide(lambda: MathGrader())
 
 
 def default_grader() -> MathGrader:
     """The process-wide grader used by ``verify_math`` (created on first use)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = MathGrader()
-            atexit.register(_default.close)
-        return _default
+    return _default.get()
 
 
 def verify_math(completion: str, answer: "str | GoldSpec | Mapping[str, Any]", **options: Any) -> Verdict:
