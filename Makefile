@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-all test-slow test-gpu bench clean
+.PHONY: install demo lint test test-all test-slow test-gpu bench clean
 
 install: $(STAMP)
 
@@ -21,6 +21,10 @@ $(STAMP): pyproject.toml Makefile
 
 demo: install
 	$(VENV)/bin/rlvr demo
+
+lint: install
+	$(VENV)/bin/ruff check sandbox harness trainers tests benchmarks
+	$(VENV)/bin/ruff format --check sandbox harness trainers tests benchmarks
 
 test: install
 	$(PY) -m pytest -q

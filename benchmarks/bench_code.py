@@ -14,6 +14,7 @@ C++ program, then the binary per test) with no isolation at all, on the same num
 
     python benchmarks/bench_code.py [--workers 2] [--problems 40] [--inputs-per-problem 50]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,23 +55,50 @@ def humaneval_jobs(grader: CodeGrader, problems: int, per_problem: int) -> list[
         tests = differential_tests(encoded, expected)
         for test, args, e in zip(tests, inputs, expected):
             test["args"], test["want"] = args, decode(e.raw(), None)  # for the naive runner
-        jobs.append({"language": "python", "program": program, "fn_name": row["entry_point"], "tests": tests, "compare": {"rule": "evalplus", "atol": float(row.get("atol") or 0)}})
+        jobs.append(
+            {
+                "language": "python",
+                "program": program,
+                "fn_name": row["entry_point"],
+                "tests": tests,
+                "compare": {"rule": "evalplus", "atol": float(row.get("atol") or 0)},
+            }
+        )
     return jobs
 
 
 def lcb_jobs(language: str) -> list[dict]:
     rows = {r["id"]: r for r in load("livecodebench_v5_2408_2502")}
     if language == "cpp":
-        return [{"language": "cpp", "program": source, "fn_name": None, "tests": rows[key]["tests"]} for key, source in CPP_SOLUTIONS.items()]
+        return [
+            {"language": "cpp", "program": source, "fn_name": None, "tests": rows[key]["tests"]}
+            for key, source in CPP_SOLUTIONS.items()
+        ]
     return [
-        {"language": "python", "program": source, "fn_name": rows[key]["metadata"].get("func_name"), "tests": rows[key]["tests"]}
+        {
+            "language": "python",
+            "program": source,
+            "fn_name": rows[key]["metadata"].get("func_name"),
+            "tests": rows[key]["tests"],
+        }
         for key, source in SOLUTIONS.items()
     ]
 
 
 def run_ours(grader: CodeGrader, jobs: list[dict]) -> tuple[int, int, float]:
-    items = [{"completion": f"```{j['language']}\n{j['program']}\n```", "tests": [{k: v for k, v in t.items() if k not in ("args", "want")} if "args_encoded" in t else t for t in j["tests"]],
-              "fn_name": j["fn_name"], "language": j["language"], "compare": j.get("compare")} for j in jobs]
+    items = [
+        {
+            "completion": f"```{j['language']}\n{j['program']}\n```",
+            "tests": [
+                {k: v for k, v in t.items() if k not in ("args", "want")} if "args_encoded" in t else t
+                for t in j["tests"]
+            ],
+            "fn_name": j["fn_name"],
+            "language": j["language"],
+            "compare": j.get("compare"),
+        }
+        for j in jobs
+    ]
     start = time.perf_counter()
     verdicts = grader.verify_batch(items)
     seconds = time.perf_counter() - start
@@ -88,8 +116,14 @@ def _naive_test(job: dict, test: dict, workdir: str, binary: str | None) -> bool
         proc = subprocess.run([sys.executable, path], input=test["input"], capture_output=True, text=True, timeout=10)
         return stdout_matches(proc.stdout, test["output"])[0]
     call = f"Solution().{job['fn_name']}" if "class Solution" in job["program"] else job["fn_name"]
-    Path(path).write_text(job["program"] + f"\nimport json, sys\nprint(json.dumps({call}(*json.loads(sys.stdin.read()))))\n")
-    args = json.dumps(test["args"]) if "args" in test else "[" + ",".join(line for line in test["input"].split("\n") if line.strip()) + "]"
+    Path(path).write_text(
+        job["program"] + f"\nimport json, sys\nprint(json.dumps({call}(*json.loads(sys.stdin.read()))))\n"
+    )
+    args = (
+        json.dumps(test["args"])
+        if "args" in test
+        else "[" + ",".join(line for line in test["input"].split("\n") if line.strip()) + "]"
+    )
     proc = subprocess.run([sys.executable, path], input=args, capture_output=True, text=True, timeout=10)
     try:
         got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -120,7 +154,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--problems", type=int, default=40, help="HumanEval+ problems")
     parser.add_argument("--inputs-per-problem", type=int, default=50)
-    parser.add_argument("--samples", type=int, default=8, help="LiveCodeBench submissions per problem (as in RL, G samples each)")
+    parser.add_argument(
+        "--samples", type=int, default=8, help="LiveCodeBench submissions per problem (as in RL, G samples each)"
+    )
     args = parser.parse_args()
     grader = CodeGrader(workers=args.workers)
     grader.warm_up()
@@ -137,10 +173,16 @@ def main() -> None:
         rows.append((name, ours, naive))
         print(f"[{name}] done", file=sys.stderr)
     grader.close()
-    header = f"{'workload':>14} {'tests':>6} {'ours passed':>11} {'ours tests/s':>12} {'naive passed':>12} {'naive tests/s':>13} {'ratio':>6}"
+    header = (
+        f"{'workload':>14} {'tests':>6} {'ours passed':>11} {'ours tests/s':>12} {'naive passed':>12} "
+        f"{'naive tests/s':>13} {'ratio':>6}"
+    )
     print(header)
     for name, (op, ot, osec), (np_, nt, nsec) in rows:
-        print(f"{name:>14} {ot:>6} {op:>11} {ot / osec:>12.1f} {np_:>12} {nt / nsec:>13.1f} {(ot / osec) / (nt / nsec):>6.1f}")
+        print(
+            f"{name:>14} {ot:>6} {op:>11} {ot / osec:>12.1f} {np_:>12} {nt / nsec:>13.1f} "
+            f"{(ot / osec) / (nt / nsec):>6.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ and their ratio. ``--write-fixture`` stores EvalPlus's verdicts for the conforma
     python benchmarks/bench_code_peers.py                       # all 542 tasks, canonical + 2 mutants
     python benchmarks/bench_code_peers.py --limit 40 --per-task 8 --write-fixture tests/fixtures/evalplus_verdicts.jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,7 +61,14 @@ def reference_kind(row: dict) -> str:
     return result_kind(namespace[row["entry_point"]](*inputs[0])) if inputs else "none"
 
 
-def build_programs(datasets: list[str], limit: int | None, per_task: int, seed: int, tasks: set[str] | None = None, skip: set[str] = frozenset()) -> tuple[dict[str, list[dict]], list[dict]]:
+def build_programs(
+    datasets: list[str],
+    limit: int | None,
+    per_task: int,
+    seed: int,
+    tasks: set[str] | None = None,
+    skip: set[str] = frozenset(),
+) -> tuple[dict[str, list[dict]], list[dict]]:
     from harness.benchmarks.evalplus import reference_program
 
     rng = random.Random(seed)
@@ -71,12 +79,24 @@ def build_programs(datasets: list[str], limit: int | None, per_task: int, seed: 
         chosen_rows[dataset] = rows
         for row in rows:
             kind = reference_kind(row)
-            for cls, program in programs_for(row["task_id"], reference_program(row), row["entry_point"], kind, per_task, rng, skip):
-                programs.append({"id": f"{row['task_id']}#{cls}", "dataset": dataset, "task_id": row["task_id"], "class": cls, "program": program})
+            for cls, program in programs_for(
+                row["task_id"], reference_program(row), row["entry_point"], kind, per_task, rng, skip
+            ):
+                programs.append(
+                    {
+                        "id": f"{row['task_id']}#{cls}",
+                        "dataset": dataset,
+                        "task_id": row["task_id"],
+                        "class": cls,
+                        "program": program,
+                    }
+                )
     return chosen_rows, programs
 
 
-def run_evalplus(dataset: str, rows: list[dict], programs: list[dict], workdir: Path, workers: int, phase: str) -> tuple[dict[str, bool], dict[str, float]]:
+def run_evalplus(
+    dataset: str, rows: list[dict], programs: list[dict], workdir: Path, workers: int, phase: str
+) -> tuple[dict[str, bool], dict[str, float]]:
     """One EvalPlus run as its users run it: ``cold`` (fresh cache: ground truth computed, its
     own printed time kept) or ``warm`` (ground truth cached, evaluation only). Its verdicts
     (base and plus both pass) and timings."""
@@ -88,13 +108,29 @@ def run_evalplus(dataset: str, rows: list[dict], programs: list[dict], workdir: 
     samples.write_text("".join(json.dumps({"task_id": p["task_id"], "solution": p["program"]}) + "\n" for p in mine))
     runner = workdir / "evalplus_runner.py"
     runner.write_text(EVALPLUS_RUNNER)
-    env = {**os.environ, override: str(data), "XDG_CACHE_HOME": str(workdir / f"xdg-{dataset}"), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        override: str(data),
+        "XDG_CACHE_HOME": str(workdir / f"xdg-{dataset}"),
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+    }
     out = Path(str(samples).replace(".jsonl", "_eval_results.json"))  # where EvalPlus 0.3.1 writes
     out.unlink(missing_ok=True)  # else it asks on stdin whether to overwrite
-    proc = subprocess.run([sys.executable, str(runner), name, str(samples), str(workers)], env=env, capture_output=True, text=True, timeout=7200, cwd=workdir, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, str(runner), name, str(samples), str(workers)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=7200,
+        cwd=workdir,
+        stdin=subprocess.DEVNULL,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"EvalPlus failed:\n{proc.stderr[-3000:]}")
-    timings = {phase: float(next(line.split()[1] for line in proc.stdout.splitlines() if line.startswith("RLVR_SECONDS")))}
+    timings = {
+        phase: float(next(line.split()[1] for line in proc.stdout.splitlines() if line.startswith("RLVR_SECONDS")))
+    }
     for line in (proc.stdout + proc.stderr).splitlines():
         if "Expected outputs computed in" in line:
             timings["ground_truth"] = float(line.rsplit("in", 1)[1].strip().rstrip("s"))
@@ -136,14 +172,20 @@ def ours_warm(dataset: str, programs: list[dict], workers: int) -> tuple[dict[st
     results = grader.grade([(problems[p["task_id"]], f"```python\n{p['program']}\n```") for p in mine])
     seconds = time.perf_counter() - t0
     grader.close()
-    verdicts = {program["id"]: {"pass": v.correct, "reason": v.reason, "detail": v.detail[:160]} for program, v in zip(mine, results)}
+    verdicts = {
+        program["id"]: {"pass": v.correct, "reason": v.reason, "detail": v.detail[:160]}
+        for program, v in zip(mine, results)
+    }
     return verdicts, seconds
 
 
 def deviation(program: dict, peer_pass: bool | None = None) -> str | None:
     """Why EvalPlus is demonstrably wrong on this program, if it is."""
     if program["class"] == "canonical" and peer_pass is False:
-        return PEER_WRONG_TASKS.get(program["task_id"], "EvalPlus failed the task's own canonical solution (a time-out under load: it passes when run alone)")
+        return PEER_WRONG_TASKS.get(
+            program["task_id"],
+            "EvalPlus failed the task's own canonical solution (a time-out under load: it passes when run alone)",
+        )
     return PEER_WRONG.get(program["class"]) or PEER_WRONG_TASKS.get(program["task_id"])
 
 
@@ -159,7 +201,16 @@ def report(programs: list[dict], ours: dict[str, dict], peer: dict[str, bool], t
         if a != b:
             why = deviation(p, b)
             row["named deviation" if why else "disagree"] += 1
-            disagreements.append({**{k: p[k] for k in ("id", "dataset", "class")}, "evalplus": b, "ours": a, "reason": ours[p["id"]]["reason"], "detail": ours[p["id"]]["detail"], "deviation": why})
+            disagreements.append(
+                {
+                    **{k: p[k] for k in ("id", "dataset", "class")},
+                    "evalplus": b,
+                    "ours": a,
+                    "reason": ours[p["id"]]["reason"],
+                    "detail": ours[p["id"]]["detail"],
+                    "deviation": why,
+                }
+            )
     counted = [p for p in programs if not deviation(p, peer[p["id"]])]
     agree = sum(ours[p["id"]]["pass"] == peer[p["id"]] for p in counted)
     summary = {
@@ -170,15 +221,23 @@ def report(programs: list[dict], ours: dict[str, dict], peer: dict[str, bool], t
         "sandbox_error verdicts": sum(1 for v in ours.values() if v["reason"] == "sandbox_error"),
         "timings_s": timings,
         "throughput_ratio_warm": round(timings["evalplus"]["warm"] / timings["ours"]["warm"], 2),
-        "cold_expected_outputs_ratio": round(timings["evalplus"].get("ground_truth", 0.0) / max(timings["ours"]["cold"], 1e-9), 2),
+        "cold_expected_outputs_ratio": round(
+            timings["evalplus"].get("ground_truth", 0.0) / max(timings["ours"]["cold"], 1e-9), 2
+        ),
     }
     print(json.dumps(summary, indent=2))
     print("\n| class | programs | EvalPlus pass | ours pass | disagree | named deviation |\n|---|---|---|---|---|---|")
     for cls in sorted(by_class):
         row = by_class[cls]
-        print(f"| {cls} | {row['programs']} | {row['evalplus pass']} | {row['ours pass']} | {row['disagree']} | {row['named deviation']} |")
+        print(
+            f"| {cls} | {row['programs']} | {row['evalplus pass']} | {row['ours pass']} | {row['disagree']} | "
+            f"{row['named deviation']} |"
+        )
     for d in disagreements[:60]:
-        print(f"  {'DEVIATION' if d['deviation'] else 'DISAGREE'} {d['id']}: EvalPlus {'pass' if d['evalplus'] else 'fail'}, ours {d['reason']} {d['detail'][:100]}")
+        print(
+            f"  {'DEVIATION' if d['deviation'] else 'DISAGREE'} {d['id']}: EvalPlus "
+            f"{'pass' if d['evalplus'] else 'fail'}, ours {d['reason']} {d['detail'][:100]}"
+        )
     return {"summary": summary, "by_class": {k: dict(v) for k, v in by_class.items()}, "disagreements": disagreements}
 
 
@@ -192,12 +251,16 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="write the full report (JSON) here")
     parser.add_argument("--tasks", default=None, help="only these task ids (comma-separated)")
     parser.add_argument("--skip-classes", default="", help="mutant classes to leave out (comma-separated)")
-    parser.add_argument("--write-fixture", default=None, help="store programs and EvalPlus's verdicts (JSONL) for the conformance test")
+    parser.add_argument(
+        "--write-fixture", default=None, help="store programs and EvalPlus's verdicts (JSONL) for the conformance test"
+    )
     parser.add_argument("--append", action="store_true", help="append to the fixture instead of replacing it")
     args = parser.parse_args()
     datasets = args.datasets.split(",")
     tasks = set(args.tasks.split(",")) if args.tasks else None
-    rows, programs = build_programs(datasets, args.limit, args.per_task, args.seed, tasks, set(filter(None, args.skip_classes.split(","))))
+    rows, programs = build_programs(
+        datasets, args.limit, args.per_task, args.seed, tasks, set(filter(None, args.skip_classes.split(",")))
+    )
     datasets = [d for d in datasets if rows[d]]
     print(f"{len(programs)} programs over {sum(map(len, rows.values()))} tasks", flush=True)
     with tempfile.TemporaryDirectory(prefix="rlvr-peers-") as tmp:
@@ -213,7 +276,11 @@ def main() -> None:
             ep_times["cold"] += times["cold"]
             ep_times["ground_truth"] += times.get("ground_truth", 0.0)
             our_times["cold"] += ours_cold(dataset, programs, args.workers)
-            print(f"{dataset} cold: EvalPlus ground truth {times.get('ground_truth', 0.0):.1f}s, ours {our_times['cold']:.1f}s (cumulative)", flush=True)
+            print(
+                f"{dataset} cold: EvalPlus ground truth {times.get('ground_truth', 0.0):.1f}s, ours "
+                f"{our_times['cold']:.1f}s (cumulative)",
+                flush=True,
+            )
             verdicts, times = run_evalplus(dataset, rows[dataset], programs, work, args.workers, "warm")
             peer.update(verdicts)
             ep_times["warm"] += times["warm"]
@@ -227,7 +294,15 @@ def main() -> None:
     if args.write_fixture:
         with open(args.write_fixture, "a" if args.append else "w") as fh:
             for p in programs:
-                fh.write(json.dumps({**{k: p[k] for k in ("id", "dataset", "task_id", "class", "program")}, "evalplus_pass": peer[p["id"]]}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            **{k: p[k] for k in ("id", "dataset", "task_id", "class", "program")},
+                            "evalplus_pass": peer[p["id"]],
+                        }
+                    )
+                    + "\n"
+                )
 
 
 if __name__ == "__main__":

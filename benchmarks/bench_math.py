@@ -13,6 +13,7 @@ its extractors miss is retried wrapped in ``$...$``, as the survey did); ours ru
 
     python benchmarks/bench_math.py [--workers 2] [--limit N] [--skip-math-verify]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,12 +50,28 @@ def benchmark_pairs(limit: int | None) -> list[dict]:
             other = rows[(i + 1) % len(rows)]
             extra = {}
             if name == "olympiadbench":
-                extra = {"answer_type": row.get("answer_type"), "tolerance": row.get("error"), "multiple": row.get("is_multiple_answer")}
+                extra = {
+                    "answer_type": row.get("answer_type"),
+                    "tolerance": row.get("error"),
+                    "multiple": row.get("is_multiple_answer"),
+                }
             for answer, label in (
                 (row["answer"], True),
-                (other["answer"], other["answer"].strip() == row["answer"].strip() or (row["id"], other["answer"]) in HAND_CHECKED_EQUIVALENT),
+                (
+                    other["answer"],
+                    other["answer"].strip() == row["answer"].strip()
+                    or (row["id"], other["answer"]) in HAND_CHECKED_EQUIVALENT,
+                ),
             ):
-                pairs.append({"completion": f"So the final answer is $\\boxed{{{answer}}}$.", "answer": row["answer"], "label": label, "policy": POLICY.get(name, "math"), **extra})
+                pairs.append(
+                    {
+                        "completion": f"So the final answer is $\\boxed{{{answer}}}$.",
+                        "answer": row["answer"],
+                        "label": label,
+                        "policy": POLICY.get(name, "math"),
+                        **extra,
+                    }
+                )
     return pairs
 
 
@@ -106,7 +123,14 @@ def summarize(name: str, pairs: list[dict], ours, theirs) -> dict:
 
 def print_table(rows: list[dict]) -> None:
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    fmt = {k: (lambda v: f"{v:.4f}") if k.endswith("acc") else (lambda v: f"{v:.1f}") if isinstance(rows[0].get(k), float) else str for k in columns}
+    fmt = {
+        k: (lambda v: f"{v:.4f}")
+        if k.endswith("acc")
+        else (lambda v: f"{v:.1f}")
+        if isinstance(rows[0].get(k), float)
+        else str
+        for k in columns
+    }
     cells = [[fmt[k](r[k]) if k in r else "" for k in columns] for r in rows]
     widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(columns)]
     print("  ".join(k.rjust(w) for k, w in zip(columns, widths)))

@@ -8,6 +8,7 @@ the vLLM path against the CPU path (``trainers.population``) on the same model a
 
     python benchmarks/gpu_check_es.py [--out /tmp/rlvr-gpu-es] [--problems 16]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,9 +56,14 @@ def main() -> int:
     cpu.score_many(specs[:2], problems)
     cpu_rate = 2 / (time.perf_counter() - t0)
     cpu.close()
-    report = {"restore_exact_after_every_perturbation": exact, "respec_reproduces_outputs": again == outputs[0],
-              "perturbations_changing_outputs": changed, "gpu_perturbations_per_s": round(gpu_rate, 3), "cpu_perturbations_per_s": round(cpu_rate, 3),
-              "gpu_over_cpu": round(gpu_rate / cpu_rate, 2)}
+    report = {
+        "restore_exact_after_every_perturbation": exact,
+        "respec_reproduces_outputs": again == outputs[0],
+        "perturbations_changing_outputs": changed,
+        "gpu_perturbations_per_s": round(gpu_rate, 3),
+        "cpu_perturbations_per_s": round(cpu_rate, 3),
+        "gpu_over_cpu": round(gpu_rate / cpu_rate, 2),
+    }
     print(json.dumps(report, indent=1))
     return 0 if exact and again == outputs[0] else 1
 

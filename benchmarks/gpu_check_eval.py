@@ -8,6 +8,7 @@ Finally runs ``rlvr eval --backend vllm`` end to end on the tiny model.
 
     python benchmarks/gpu_check_eval.py [--out /tmp/gpu-check] [--prompts 64] [--max-tokens 128]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,15 @@ def tiny_llama(out: Path) -> Path:
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
         tie_word_embeddings=True,
     )
     torch.manual_seed(0)
@@ -66,7 +74,10 @@ def main() -> int:
         params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=args.max_tokens)
         requests = [GenerationRequest(render(template, p.question), sample_seed(0, p.id, 0)) for p in problems]
         runs = {}
-        for name, make in (("hf", lambda: HFBackend(str(model_dir), "bfloat16", "cuda", batch_size=64)), ("vllm", lambda: VLLMBackend(str(model_dir), "bfloat16", 0, 2048, 0.3))):
+        for name, make in (
+            ("hf", lambda: HFBackend(str(model_dir), "bfloat16", "cuda", batch_size=64)),
+            ("vllm", lambda: VLLMBackend(str(model_dir), "bfloat16", 0, 2048, 0.3)),
+        ):
             backend = make()
             backend.generate(requests[:2], params)  # warm-up
             t0 = time.time()
@@ -74,14 +85,23 @@ def main() -> int:
             seconds = time.time() - t0
             backend.close()
             dummy = Verdict(False, 0.0, "no_answer", None, 0.0, "check", "")
-            records = [sample_record("gsm8k", p, 0, r.seed, template, g, dummy) for p, r, g in zip(problems, requests, gens)]
+            records = [
+                sample_record("gsm8k", p, 0, r.seed, template, g, dummy) for p, r, g in zip(problems, requests, gens)
+            ]
             for g in gens:
                 assert isinstance(g.text, str) and g.finish_reason in ("stop", "length"), g
                 assert 0 < g.n_tokens <= args.max_tokens and g.n_prompt_tokens > 0
-            runs[name] = {"records": records, "tokens": sum(g.n_tokens for g in gens), "seconds": seconds, "ids": [g.token_ids for g in gens]}
+            runs[name] = {
+                "records": records,
+                "tokens": sum(g.n_tokens for g in gens),
+                "seconds": seconds,
+                "ids": [g.token_ids for g in gens],
+            }
         hf, vl = runs["hf"], runs["vllm"]
         assert [sorted(r) for r in hf["records"]] == [sorted(r) for r in vl["records"]], "record fields differ"
-        assert [{k: type(v).__name__ for k, v in r.items()} for r in hf["records"]] == [{k: type(v).__name__ for k, v in r.items()} for r in vl["records"]]
+        assert [{k: type(v).__name__ for k, v in r.items()} for r in hf["records"]] == [
+            {k: type(v).__name__ for k, v in r.items()} for r in vl["records"]
+        ]
         assert [r["prompt"] for r in hf["records"]] == [r["prompt"] for r in vl["records"]], "prompts as sent differ"
         first = sum(a[:1] == b[:1] for a, b in zip(hf["ids"], vl["ids"])) / len(problems)
         results[f"temperature_{temperature}"] = {
@@ -92,9 +112,38 @@ def main() -> int:
             "identical_completions": sum(a == b for a, b in zip(hf["ids"], vl["ids"])),
             "prompts": len(problems),
         }
-    cli = subprocess.run([sys.executable, "-m", "harness.cli", "eval", "--backend", "vllm", "--model", str(model_dir), "--benchmarks", "gsm8k,humanevalplus",
-                          "--limit", "8", "--n", "2", "--temperature", "0.8", "--max-tokens", "64", "--no-progress", "--max-model-len", "2048",
-                          "--gpu-memory-utilization", "0.3", "--out", str(out / "eval-vllm")], cwd=ROOT, capture_output=True, text=True)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "eval",
+            "--backend",
+            "vllm",
+            "--model",
+            str(model_dir),
+            "--benchmarks",
+            "gsm8k,humanevalplus",
+            "--limit",
+            "8",
+            "--n",
+            "2",
+            "--temperature",
+            "0.8",
+            "--max-tokens",
+            "64",
+            "--no-progress",
+            "--max-model-len",
+            "2048",
+            "--gpu-memory-utilization",
+            "0.3",
+            "--out",
+            str(out / "eval-vllm"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     results["rlvr_eval_vllm_rc"] = cli.returncode
     if cli.returncode != 0:
         print(cli.stderr[-3000:])

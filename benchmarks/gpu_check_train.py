@@ -8,6 +8,7 @@ that they did not before the sync, so the check can fail). Then trains 2 Dr. GRP
 
     python benchmarks/gpu_check_train.py [--out /tmp/rlvr-gpu-train]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,20 @@ def main() -> int:
 
     out = Path(args.out)
     model_dir = tiny_llama(out / "tiny-llama")
-    cfg = build_config("drgrpo", "cpu-demo", {"model": str(model_dir), "backend": "vllm", "device": "cuda", "dtype": "bfloat16", "max_tokens": 16,
-                                              "lr": 1e-3, "out": str(out / "run"), "max_steps": 2})
+    cfg = build_config(
+        "drgrpo",
+        "cpu-demo",
+        {
+            "model": str(model_dir),
+            "backend": "vllm",
+            "device": "cuda",
+            "dtype": "bfloat16",
+            "max_tokens": 16,
+            "lr": 1e-3,
+            "out": str(out / "run"),
+            "max_steps": 2,
+        },
+    )
     model, tokenizer, device = load_model(str(model_dir), "bfloat16", "cuda")
     model.train()
     rollout = VLLMRollout(model, tokenizer, load_template("chat"), dict([source_instruction("arith_train")]), cfg)
@@ -59,15 +72,25 @@ def main() -> int:
         return logp[one.completion_mask[0].bool()].float().tolist()
 
     def gap() -> float:
-        return max(max(abs(a - b) for a, b in zip(learner(i), rollout.token_logprobs(prompts[i], completions[i]))) for i in range(4) if completions[i])
+        return max(
+            max(abs(a - b) for a, b in zip(learner(i), rollout.token_logprobs(prompts[i], completions[i])))
+            for i in range(4)
+            if completions[i]
+        )
 
     stale = gap()
     rollout.sync(model)
     synced = gap()
-    report = {"max_abs_logprob_gap_before_sync": stale, "max_abs_logprob_gap_after_sync": synced, "tolerance": args.tolerance}
+    report = {
+        "max_abs_logprob_gap_before_sync": stale,
+        "max_abs_logprob_gap_after_sync": synced,
+        "tolerance": args.tolerance,
+    }
     run = run_training(cfg, progress=True)
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
-    report["step_time_split_s"] = [{k: line[k] for k in ("time_generate", "time_score", "time_learn", "time_sync")} for line in log]
+    report["step_time_split_s"] = [
+        {k: line[k] for k in ("time_generate", "time_score", "time_learn", "time_sync")} for line in log
+    ]
     print(json.dumps(report, indent=1))
     ok = synced <= args.tolerance < stale
     print(json.dumps({"sync_check": "ok" if ok else "FAILED"}))

@@ -16,6 +16,7 @@ and training logs to results/learn_cpu/ (checkpoints are not committed).
 
     python benchmarks/learn_cpu.py [--algorithms drgrpo,grpo,srpo,dapo-ds] [--steps 25] [--eval-n 4]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,14 +38,29 @@ MIXED_TOKENS = 48
 def runs_spec(steps: int) -> dict[str, tuple[str, dict]]:
     """name -> (algorithm, overrides of its cpu-demo preset)."""
     half_budget = steps * 8 * 4 // 2
-    mixed = [{"name": "math", "sources": ["arith_train"], "until_generations": half_budget},
-             {"name": "math+code", "sources": ["arith_train", "pyfunc_train"]}]
+    mixed = [
+        {"name": "math", "sources": ["arith_train"], "until_generations": half_budget},
+        {"name": "math+code", "sources": ["arith_train", "pyfunc_train"]},
+    ]
     return {
         "drgrpo": ("drgrpo", {"max_steps": steps, "max_tokens": ARITH_TOKENS}),
         "grpo": ("grpo", {"max_steps": steps, "max_tokens": ARITH_TOKENS}),
-        "srpo": ("srpo", {"max_steps": steps * 10, "max_generations": steps * 32, "max_tokens": MIXED_TOKENS, "stages": mixed}),
-        "dapo-ds": ("srpo", {"max_steps": steps * 10, "max_generations": steps * 32, "max_tokens": MIXED_TOKENS, "stages": mixed, "selection": "dynamic",
-                             "gen_prompts": 8, "max_gen_batches": 4}),
+        "srpo": (
+            "srpo",
+            {"max_steps": steps * 10, "max_generations": steps * 32, "max_tokens": MIXED_TOKENS, "stages": mixed},
+        ),
+        "dapo-ds": (
+            "srpo",
+            {
+                "max_steps": steps * 10,
+                "max_generations": steps * 32,
+                "max_tokens": MIXED_TOKENS,
+                "stages": mixed,
+                "selection": "dynamic",
+                "gen_prompts": 8,
+                "max_gen_batches": 4,
+            },
+        ),
     }
 
 
@@ -52,7 +68,18 @@ def evaluate(model: str | None, benchmark: str, max_tokens: int, n: int, out: Pa
     from harness.eval_config import EvalConfig
     from harness.evaluate import run_eval
 
-    summary = run_eval(EvalConfig(model=model, benchmarks=benchmark, template="chat", n=n, temperature=0.7, max_tokens=max_tokens, out=str(out), progress=False))
+    summary = run_eval(
+        EvalConfig(
+            model=model,
+            benchmarks=benchmark,
+            template="chat",
+            n=n,
+            temperature=0.7,
+            max_tokens=max_tokens,
+            out=str(out),
+            progress=False,
+        )
+    )
     return summary["benchmarks"][benchmark]
 
 
@@ -80,8 +107,12 @@ def curves(logs: dict[str, list[dict]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("accuracy", "training accuracy (rollouts)"), ("zero_variance_fraction", "zero-variance group fraction"),
-              ("length_incorrect", "length of wrong answers (tokens)"), ("length_correct", "length of correct answers (tokens)")]
+    panels = [
+        ("accuracy", "training accuracy (rollouts)"),
+        ("zero_variance_fraction", "zero-variance group fraction"),
+        ("length_incorrect", "length of wrong answers (tokens)"),
+        ("length_correct", "length of correct answers (tokens)"),
+    ]
     fig, axes = plt.subplots(1, len(panels), figsize=(18, 3.8))
     for ax, (key, title) in zip(axes, panels):
         for name, log in logs.items():
@@ -98,7 +129,9 @@ def curves(logs: dict[str, list[dict]], path: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algorithms", default="drgrpo,grpo,srpo,dapo-ds")
-    parser.add_argument("--steps", type=int, default=25, help="policy steps of 8 prompts x 4 samples (the rollout budget is steps x 32)")
+    parser.add_argument(
+        "--steps", type=int, default=25, help="policy steps of 8 prompts x 4 samples (the rollout budget is steps x 32)"
+    )
     parser.add_argument("--eval-n", type=int, default=4)
     parser.add_argument("--results", default=str(ROOT / "results" / "learn_cpu"))
     parser.add_argument("--board", default=str(ROOT / "leaderboards" / "learn_cpu"))
@@ -125,22 +158,37 @@ def main() -> int:
         out = results / f"train-{name}"
         if out.exists():
             shutil.rmtree(out)
-        cfg = build_config(algorithm, "cpu-demo", {**overrides, "out": str(out), "save_every": 0, "eval_benchmarks": benches})
+        cfg = build_config(
+            algorithm, "cpu-demo", {**overrides, "out": str(out), "save_every": 0, "eval_benchmarks": benches}
+        )
         t0 = time.time()
         run_training(cfg)
         minutes = (time.time() - t0) / 60
         log = read_log(out)
         final = sorted(out.glob("checkpoint-*"))[-1]
-        entry = {"algorithm": algorithm, "settings": overrides, "minutes": round(minutes, 1), "steps": len(log), "generations": log[-1]["generations_total"],
-                 "zero_variance_mean": round(sum(line["zero_variance_fraction"] or 0 for line in log) / len(log), 3),
-                 "wrong_length_first5": _mean([line["length_incorrect"] for line in log[:5]]), "wrong_length_last5": _mean([line["length_incorrect"] for line in log[-5:]]),
-                 "stage_switches": [line["stage"] for line in log], "benchmarks": {}}
+        entry = {
+            "algorithm": algorithm,
+            "settings": overrides,
+            "minutes": round(minutes, 1),
+            "steps": len(log),
+            "generations": log[-1]["generations_total"],
+            "zero_variance_mean": round(sum(line["zero_variance_fraction"] or 0 for line in log) / len(log), 3),
+            "wrong_length_first5": _mean([line["length_incorrect"] for line in log[:5]]),
+            "wrong_length_last5": _mean([line["length_incorrect"] for line in log[-5:]]),
+            "stage_switches": [line["stage"] for line in log],
+            "benchmarks": {},
+        }
         for bench in benches:
             base_path, base_metrics = base[(bench, tokens)]
             after_path = results / f"eval-{name}-{bench}"
             after = evaluate(str(final), bench, tokens, args.eval_n, after_path)
-            entry["benchmarks"][bench] = {"before": base_metrics["mean_at_n"], "after": after["mean_at_n"], "gain": paired(base_path, after_path, bench),
-                                          "truncation_before": base_metrics["truncation_rate"], "truncation_after": after["truncation_rate"]}
+            entry["benchmarks"][bench] = {
+                "before": base_metrics["mean_at_n"],
+                "after": after["mean_at_n"],
+                "gain": paired(base_path, after_path, bench),
+                "truncation_before": base_metrics["truncation_rate"],
+                "truncation_after": after["truncation_rate"],
+            }
         report["runs"][name] = entry
         if not args.keep_checkpoints:
             for ckpt in out.glob("checkpoint-*"):
@@ -159,16 +207,27 @@ def _mean(values) -> float | None:
 
 
 def render(report: dict) -> str:
-    lines = ["# Learning on a CPU: reference trainers on SmolLM2-135M-Instruct", "",
-             f"`python benchmarks/learn_cpu.py` (2 CPU cores). Policy steps of 8 prompts x 4 samples; held-out accuracy by `rlvr eval` "
-             f"(chat template, n={report['eval_n']} at temperature 0.7, 95% bootstrap CIs); gain = paired difference over the same problems. "
-             "Curves: [curves.svg](curves.svg); numbers: [results.json](results.json).", "",
-             "| run | benchmark | before % | after % | gain, points [95% CI] | generations | zero-var groups | wrong-answer length, first 5 -> last 5 steps | minutes |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Learning on a CPU: reference trainers on SmolLM2-135M-Instruct",
+        "",
+        "`python benchmarks/learn_cpu.py` (2 CPU cores). Policy steps of 8 prompts x 4 samples; held-out accuracy by "
+        "`rlvr eval` "
+        f"(chat template, n={report['eval_n']} at temperature 0.7, 95% bootstrap CIs); gain = paired difference over "
+        "the same problems. "
+        "Curves: [curves.svg](curves.svg); numbers: [results.json](results.json).",
+        "",
+        "| run | benchmark | before % | after % | gain, points [95% CI] | generations | zero-var groups | "
+        "wrong-answer length, first 5 -> last 5 steps | minutes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in report["runs"].items():
         for bench, b in r["benchmarks"].items():
-            lines.append(f"| {name} | {bench} | {pct(b['before'])} | {pct(b['after'])} | {pct(b['gain'], signed=True)} | {r['generations']} | "
-                         f"{r['zero_variance_mean']:.2f} | {r['wrong_length_first5']} -> {r['wrong_length_last5']} | {r['minutes']} |")
+            lines.append(
+                f"| {name} | {bench} | {pct(b['before'])} | {pct(b['after'])} | {pct(b['gain'], signed=True)} | "
+                f"{r['generations']} | "
+                f"{r['zero_variance_mean']:.2f} | {r['wrong_length_first5']} -> {r['wrong_length_last5']} | "
+                f"{r['minutes']} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,7 @@ run directory whose ``report.json`` exists and whose ``config.yaml`` equals the 
 
 Writes run directories to results/learn_cpu_es/ and the table to leaderboards/learn_cpu_es/.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,26 +43,57 @@ def render(randopt: dict, corp: dict, command: str) -> str:
     rows = [("base", randopt["test"]["base"], 0, 1)]
     for name, entry in randopt["test"].items():
         if name != "base":
-            rows.append((f"RandOpt {name} (N={randopt['population']})", entry, randopt["search_generations"], entry["inference_passes_per_example"]))
-    rows.append((f"CoRP top-1 reference (N={corp['population']})", corp["test"]["top1_reference"], corp["search_generations"], 1))
+            rows.append(
+                (
+                    f"RandOpt {name} (N={randopt['population']})",
+                    entry,
+                    randopt["search_generations"],
+                    entry["inference_passes_per_example"],
+                )
+            )
+    rows.append(
+        (
+            f"CoRP top-1 reference (N={corp['population']})",
+            corp["test"]["top1_reference"],
+            corp["search_generations"],
+            1,
+        )
+    )
     rows.append((f"CoRP Stage 1 only (N={corp['population']})", corp["test"]["stage1"], corp["search_generations"], 1))
     rows.append((f"**CoRP** (N={corp['population']})", corp["test"]["corp"], corp["search_generations"], 1))
-    lines = ["# Gradient-free post-training on a CPU: RandOpt vs CoRP on SmolLM2-135M-Instruct", "",
-             f"`{command}` on 2 CPU cores; task `arith` (support {randopt['splits']['support']}, "
-             f"CoRP probe {corp['splits']['probe']}, held-out test {randopt['splits']['test']}); greedy decoding; "
-             f"verifier {randopt['grading']['math_verifier']}. Accuracy and gains in points with 95% bootstrap CIs (gain = paired "
-             "difference vs the base on the same problems). Forward passes = greedy generations spent selecting (training).", "",
-             "| model | held-out accuracy % [95% CI] | gain vs base, points [95% CI] | forward passes to train | inference passes / example |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "# Gradient-free post-training on a CPU: RandOpt vs CoRP on SmolLM2-135M-Instruct",
+        "",
+        f"`{command}` on 2 CPU cores; task `arith` (support {randopt['splits']['support']}, "
+        f"CoRP probe {corp['splits']['probe']}, held-out test {randopt['splits']['test']}); greedy decoding; "
+        f"verifier {randopt['grading']['math_verifier']}. Accuracy and gains in points with 95% bootstrap CIs (gain = "
+        "paired "
+        "difference vs the base on the same problems). Forward passes = greedy generations spent selecting (training).",
+        "",
+        "| model | held-out accuracy % [95% CI] | gain vs base, points [95% CI] | forward passes to train | inference "
+        "passes / example |",
+        "|---|---|---|---|---|",
+    ]
     for name, entry, passes, inference in rows:
         lines.append(f"| {name} | {pct(entry['accuracy'])} | {gain(entry)} | {passes} | {inference} |")
     density = randopt["solution_density"]
-    lines += ["", f"RandOpt solution density (share of perturbations beating the base on support, base {100 * density['base_support_accuracy']:.1f}%): "
-              f"{100 * density['density']:.1f}% overall; per σ: " + ", ".join(f"σ={s}: {100 * d['density']:.0f}% (n={d['n']})" for s, d in density["per_sigma"].items()) + ".",
-              f"CoRP: Stage 1 chose q={corp['stage1']['q']}, β={corp['stage1']['beta']}, s={corp['stage1']['s']} (probe {100 * corp['stage1']['probe_accuracy']:.1f}% vs "
-              f"base {100 * corp['stage1']['base_probe_accuracy']:.1f}%; effective rank {corp['stage1']['effective_rank']}, κ {corp['stage1']['kappa']}); "
-              f"Stage 2 accepted {corp['stage2']['accepted']} of {len(corp['stage2']['rounds'])} rounds. Minutes: RandOpt {randopt['minutes']}, CoRP {corp['minutes']}.",
-              f"Split-half low-rank analysis (our reconstruction) on the RandOpt population: {json.dumps(randopt['split_half'])}.", ""]
+    lines += [
+        "",
+        "RandOpt solution density (share of perturbations beating the base on support, base "
+        f"{100 * density['base_support_accuracy']:.1f}%): "
+        f"{100 * density['density']:.1f}% overall; per σ: "
+        + ", ".join(f"σ={s}: {100 * d['density']:.0f}% (n={d['n']})" for s, d in density["per_sigma"].items())
+        + ".",
+        f"CoRP: Stage 1 chose q={corp['stage1']['q']}, β={corp['stage1']['beta']}, s={corp['stage1']['s']} (probe "
+        f"{100 * corp['stage1']['probe_accuracy']:.1f}% vs "
+        f"base {100 * corp['stage1']['base_probe_accuracy']:.1f}%; effective rank {corp['stage1']['effective_rank']}, "
+        f"κ {corp['stage1']['kappa']}); "
+        f"Stage 2 accepted {corp['stage2']['accepted']} of {len(corp['stage2']['rounds'])} rounds. Minutes: RandOpt "
+        f"{randopt['minutes']}, CoRP {corp['minutes']}.",
+        "Split-half low-rank analysis (our reconstruction) on the RandOpt population: "
+        f"{json.dumps(randopt['split_half'])}.",
+        "",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -69,7 +101,11 @@ def finished_with(out: Path, cfg) -> bool:
     """True when ``out`` holds a finished run of exactly this config (the output path aside)."""
     from trainers.config import settings_differing_from_saved
 
-    return (out / "report.json").is_file() and (out / "config.yaml").is_file() and not settings_differing_from_saved(out, cfg)
+    return (
+        (out / "report.json").is_file()
+        and (out / "config.yaml").is_file()
+        and not settings_differing_from_saved(out, cfg)
+    )
 
 
 def main() -> int:
@@ -78,8 +114,17 @@ def main() -> int:
     parser.add_argument("--top-k", default="1,5,9")
     parser.add_argument("--results", default=str(ROOT / "results" / "learn_cpu_es"))
     parser.add_argument("--board", default=str(ROOT / "leaderboards" / "learn_cpu_es"))
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config field of both runs (repeatable)")
-    parser.add_argument("--reuse", action="store_true", help="keep finished runs whose saved config equals the resolved one")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field of both runs (repeatable)",
+    )
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep finished runs whose saved config equals the resolved one"
+    )
     args = parser.parse_args()
 
     import importlib
@@ -92,8 +137,10 @@ def main() -> int:
     results, board = Path(args.results), Path(args.board)
     board.mkdir(parents=True, exist_ok=True)
     reports = {}
-    for algorithm, overrides in (("randopt", {"population": args.population, "top_k": [int(k) for k in args.top_k.split(",")]}),
-                                 ("corp", {"population": max(2, args.population // 10)})):
+    for algorithm, overrides in (
+        ("randopt", {"population": args.population, "top_k": [int(k) for k in args.top_k.split(",")]}),
+        ("corp", {"population": max(2, args.population // 10)}),
+    ):
         out = results / algorithm
         cfg = build_es_config(algorithm, "cpu-demo", {**shared, **overrides, "out": str(out)})
         if args.reuse and finished_with(out, cfg):

@@ -7,6 +7,7 @@ manifest, so every cell resumes, re-grades and enters leaderboards like any `rlv
   pass@k curve for k = 1..n, self-reflection keyword rates, response lengths for correct vs
   incorrect answers; for a second model (e.g. after RL) side by side, with the paired gain.
 """
+
 from __future__ import annotations
 
 import csv
@@ -46,7 +47,14 @@ def run_cells(base: EvalConfig, models: list[str | None], templates: list[str], 
             print(f"\n== {cfg.model or 'embedded model'} x {template} -> {out}")
             summary = run_eval(cfg)
             print_summary(summary, out)
-            cells.append({"model": summary["model"]["name"], "template": Path(template).stem, "run": out.name, "summary": summary})
+            cells.append(
+                {
+                    "model": summary["model"]["name"],
+                    "template": Path(template).stem,
+                    "run": out.name,
+                    "summary": summary,
+                }
+            )
     return cells
 
 
@@ -58,13 +66,23 @@ def _outcomes(run_dir: Path, benchmark: str) -> dict[str, list[float]]:
     return per
 
 
-def _manifest(kind: str, base: EvalConfig, cells: list[dict[str, Any]], folder: Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def _manifest(
+    kind: str, base: EvalConfig, cells: list[dict[str, Any]], folder: Path, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     manifest = {
         "kind": kind,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "benchmarks": list(base.benchmarks),
         "base_config": {k: v for k, v in dataclasses.asdict(base).items() if k not in ("model", "template", "out")},
-        "cells": [{"model": c["model"], "template": c["template"], "run": c["run"], "fingerprint": c["summary"]["fingerprint"]} for c in cells],
+        "cells": [
+            {
+                "model": c["model"],
+                "template": c["template"],
+                "run": c["run"],
+                "fingerprint": c["summary"]["fingerprint"],
+            }
+            for c in cells
+        ],
         **(extra or {}),
     }
     write_json(folder / "manifest.json", manifest)
@@ -78,11 +96,15 @@ def template_table(cells: list[dict[str, Any]], folder: Path, benchmarks: list[s
         benches = cell["summary"]["benchmarks"]
         names = [b for b in benchmarks if b in benches] or list(benches)
         outcomes = [list(_outcomes(folder / cell["run"], b).values()) for b in names]
-        rows.append({
-            "model": cell["model"], "template": cell["template"], "run": cell["run"],
-            "cells": {b: benches[b]["mean_at_n"] for b in names},
-            "average": macro_average(outcomes),
-        })
+        rows.append(
+            {
+                "model": cell["model"],
+                "template": cell["template"],
+                "run": cell["run"],
+                "cells": {b: benches[b]["mean_at_n"] for b in names},
+                "average": macro_average(outcomes),
+            }
+        )
     for model in {r["model"] for r in rows}:
         mine = [r for r in rows if r["model"] == model and r["average"]["value"] is not None]
         if mine:
@@ -97,13 +119,21 @@ def format_template_table(table: dict[str, Any]) -> str:
     rows, previous = [], None
     for r in table["rows"]:
         mark = " **(best)**" if r.get("best") else ""
-        rows.append([r["model"] if r["model"] != previous else "", f"[{r['template']}]({r['run']}/summary.json){mark}",
-                     *[percent_ci(r["cells"].get(b)) for b in names], percent_ci(r["average"])])
+        rows.append(
+            [
+                r["model"] if r["model"] != previous else "",
+                f"[{r['template']}]({r['run']}/summary.json){mark}",
+                *[percent_ci(r["cells"].get(b)) for b in names],
+                percent_ci(r["average"]),
+            ]
+        )
         previous = r["model"]
     return markdown_table(["Model", "Template", *names, "Avg"], rows)
 
 
-def ablate_templates(base: EvalConfig, models: list[str | None], templates: list[str], results: Path, name: str | None = None) -> dict[str, Any]:
+def ablate_templates(
+    base: EvalConfig, models: list[str | None], templates: list[str], results: Path, name: str | None = None
+) -> dict[str, Any]:
     if not templates:
         raise UserError("--templates is empty; e.g. --templates qwen_math,r1,no_template,fewshot,chat")
     folder = results / (name or f"ablate-templates-{_slug(models[0] or 'smollm2-135m-instruct')}")
@@ -113,8 +143,12 @@ def ablate_templates(base: EvalConfig, models: list[str | None], templates: list
     _manifest("templates", base, cells, folder, {"templates": templates, "table": table})
     text = format_template_table(table)
     protocol = cells[0]["summary"]["protocol"]["sampling"]
-    header = (f"# Template ablation\n\nmean@n in % with 95% bootstrap CIs; n={protocol['n']}, temperature={protocol['temperature']}, "
-              f"max_tokens={protocol['max_tokens']}, seed={protocol['seed']}. Avg = mean over benchmarks. Each template links to its run.\n\n")
+    header = (
+        f"# Template ablation\n\nmean@n in % with 95% bootstrap CIs; n={protocol['n']}, "
+        f"temperature={protocol['temperature']}, "
+        f"max_tokens={protocol['max_tokens']}, seed={protocol['seed']}. Avg = mean over benchmarks. Each template "
+        "links to its run.\n\n"
+    )
     (folder / "table.md").write_text(header + text + "\n", encoding="utf-8")
     _write_csv(folder / "table.csv", table)
     return {"folder": str(folder), "table": table, "markdown": text}
@@ -140,12 +174,21 @@ def prior_report(cells: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
         if cell["model"] not in report["models"]:
             report["models"].append(cell["model"])
         for bench, m in cell["summary"]["benchmarks"].items():
-            report["cells"].append({
-                "model": cell["model"], "template": cell["template"], "benchmark": bench, "run": cell["run"],
-                "answer_rate": m.get("answer_rate"), "pass_at_k": {k: v["value"] for k, v in m["pass_at_k"].items()},
-                "mean_at_n": m["mean_at_n"], "reflection": m.get("reflection"), "length": m["length"],
-                "length_histogram": m.get("length_histogram"), "truncation_rate": m["truncation_rate"],
-            })
+            report["cells"].append(
+                {
+                    "model": cell["model"],
+                    "template": cell["template"],
+                    "benchmark": bench,
+                    "run": cell["run"],
+                    "answer_rate": m.get("answer_rate"),
+                    "pass_at_k": {k: v["value"] for k, v in m["pass_at_k"].items()},
+                    "mean_at_n": m["mean_at_n"],
+                    "reflection": m.get("reflection"),
+                    "length": m["length"],
+                    "length_histogram": m.get("length_histogram"),
+                    "truncation_rate": m["truncation_rate"],
+                }
+            )
     if len(report["models"]) == 2:
         first, second = report["models"]
         for template in dict.fromkeys(c["template"] for c in cells):
@@ -161,22 +204,58 @@ def prior_report(cells: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
 
 
 def format_prior(report: dict[str, Any]) -> str:
-    header = ["Model", "Template", "Benchmark", "answer rate", "pass@1", "pass@n", "mean@n [95% CI]", "Dr. GRPO reflection", "recheck", "hesitation",
-              "exploration", "len correct / wrong", "trunc"]
+    header = [
+        "Model",
+        "Template",
+        "Benchmark",
+        "answer rate",
+        "pass@1",
+        "pass@n",
+        "mean@n [95% CI]",
+        "Dr. GRPO reflection",
+        "recheck",
+        "hesitation",
+        "exploration",
+        "len correct / wrong",
+        "trunc",
+    ]
     rows = []
     for c in report["cells"]:
         ks = sorted(c["pass_at_k"], key=int)
         refl = c["reflection"] or {}
         lengths = f"{c['length']['correct']['mean'] or '-'} / {c['length']['incorrect']['mean'] or '-'}"
-        rows.append([c["model"], f"[{c['template']}]({c['run']}/summary.json)", c["benchmark"], percent(c["answer_rate"]), percent(c["pass_at_k"].get("1")),
-                     f"{percent(c['pass_at_k'][ks[-1]]) if ks else '-'} (n={ks[-1] if ks else '-'})", percent_ci(c["mean_at_n"]), percent(refl.get("drgrpo")),
-                     percent(refl.get("recheck")), percent(refl.get("hesitation")), percent(refl.get("exploration")), lengths, percent(c["truncation_rate"])])
+        rows.append(
+            [
+                c["model"],
+                f"[{c['template']}]({c['run']}/summary.json)",
+                c["benchmark"],
+                percent(c["answer_rate"]),
+                percent(c["pass_at_k"].get("1")),
+                f"{percent(c['pass_at_k'][ks[-1]]) if ks else '-'} (n={ks[-1] if ks else '-'})",
+                percent_ci(c["mean_at_n"]),
+                percent(refl.get("drgrpo")),
+                percent(refl.get("recheck")),
+                percent(refl.get("hesitation")),
+                percent(refl.get("exploration")),
+                lengths,
+                percent(c["truncation_rate"]),
+            ]
+        )
     lines = [markdown_table(header, rows)]
     if report["gains"]:
         a, b = report["models"]
-        lines += ["", f"Gain of {b} over {a} (mean@n, points, paired over the same problems):", "",
-                  markdown_table(["Template", "Benchmark", "B - A [95% CI]", "problems B better / A better"],
-                                 [[g["template"], g["benchmark"], percent_ci(g, signed=True), f"{g['b_better']} / {g['a_better']}"] for g in report["gains"]])]
+        lines += [
+            "",
+            f"Gain of {b} over {a} (mean@n, points, paired over the same problems):",
+            "",
+            markdown_table(
+                ["Template", "Benchmark", "B - A [95% CI]", "problems B better / A better"],
+                [
+                    [g["template"], g["benchmark"], percent_ci(g, signed=True), f"{g['b_better']} / {g['a_better']}"]
+                    for g in report["gains"]
+                ],
+            ),
+        ]
     return "\n".join(lines)
 
 
@@ -196,7 +275,14 @@ def prior_figure(report: dict[str, Any], path: Path) -> None:
         for i, c in enumerate(cells):
             ks = sorted(c["pass_at_k"], key=int)
             style = "-" if c["model"] == report["models"][0] else "--"
-            axes[0][col].plot([int(k) for k in ks], [100 * c["pass_at_k"][k] for k in ks], style, marker="o", color=colors[i % len(colors)], label=f"{c['model']} / {c['template']}")
+            axes[0][col].plot(
+                [int(k) for k in ks],
+                [100 * c["pass_at_k"][k] for k in ks],
+                style,
+                marker="o",
+                color=colors[i % len(colors)],
+                label=f"{c['model']} / {c['template']}",
+            )
         axes[0][col].set(title=f"{bench}: pass@k", xlabel="k", ylabel="pass@k (%)")
         axes[0][col].xaxis.get_major_locator().set_params(integer=True)
         axes[0][col].legend(fontsize=7)
@@ -208,7 +294,9 @@ def prior_figure(report: dict[str, Any], path: Path) -> None:
             centers = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
             for key, style in (("correct", "-"), ("incorrect", ":")):
                 counts = [sum(h[key][i] for h in hists) for i in range(len(centers))]
-                axes[1][col].step(centers, counts, style, where="mid", color=colors[m % len(colors)], label=f"{model} {key}")
+                axes[1][col].step(
+                    centers, counts, style, where="mid", color=colors[m % len(colors)], label=f"{model} {key}"
+                )
         axes[1][col].set(title=f"{bench}: response length (all templates)", xlabel="tokens", ylabel="responses")
         axes[1][col].legend(fontsize=7)
     fig.tight_layout()
@@ -216,7 +304,9 @@ def prior_figure(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def ablate_prior(base: EvalConfig, models: list[str | None], templates: list[str], results: Path, name: str | None = None) -> dict[str, Any]:
+def ablate_prior(
+    base: EvalConfig, models: list[str | None], templates: list[str], results: Path, name: str | None = None
+) -> dict[str, Any]:
     if len(models) > 2:
         raise UserError("the prior report compares at most two models (--model and --compare-model)")
     slug = "-vs-".join(_slug(m or "smollm2-135m-instruct") for m in models)
@@ -229,8 +319,13 @@ def ablate_prior(base: EvalConfig, models: list[str | None], templates: list[str
     prior_figure(report, folder / "prior.svg")
     text = format_prior(report)
     sampling = cells[0]["summary"]["protocol"]["sampling"]
-    header = (f"# Base-model prior\n\nn={sampling['n']} samples per problem at temperature {sampling['temperature']}, max_tokens={sampling['max_tokens']}. "
-              "answer rate = responses with an extractable answer; reflection columns = share of responses with a keyword hit "
-              "(Dr. GRPO's list; recheck/hesitation/exploration are our reconstruction of SRPO's categories). Figure: [prior.svg](prior.svg).\n\n")
+    header = (
+        f"# Base-model prior\n\nn={sampling['n']} samples per problem at temperature {sampling['temperature']}, "
+        f"max_tokens={sampling['max_tokens']}. "
+        "answer rate = responses with an extractable answer; reflection columns = share of responses with a keyword "
+        "hit "
+        "(Dr. GRPO's list; recheck/hesitation/exploration are our reconstruction of SRPO's categories). Figure: "
+        "[prior.svg](prior.svg).\n\n"
+    )
     (folder / "prior.md").write_text(header + text + "\n", encoding="utf-8")
     return {"folder": str(folder), "report": report, "markdown": text}

@@ -3,6 +3,7 @@
 Errors the user can cause print one line that says what to do (exit code 2); anything else is
 a bug and keeps its traceback.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """Paired comparison of two evaluation runs (same problems, per-problem differences)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -53,10 +54,18 @@ def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
 def format_comparison(result: dict[str, Any]) -> str:
     lines = [f"A = {result['a']['model']} ({result['a']['run']})", f"B = {result['b']['model']} ({result['b']['run']})"]
     if result["protocol_differences"]:
-        lines.append("protocols differ in: " + ", ".join(f"{k} {v[0]!r} -> {v[1]!r}" for k, v in result["protocol_differences"].items()))
-    lines.append(f"\n{'benchmark':<16} {'problems':>8} {'A %':>7} {'B %':>7} {'B-A pts [95% CI]':>24} {'B>A':>5} {'A>B':>5}")
+        lines.append(
+            "protocols differ in: "
+            + ", ".join(f"{k} {v[0]!r} -> {v[1]!r}" for k, v in result["protocol_differences"].items())
+        )
+    lines.append(
+        f"\n{'benchmark':<16} {'problems':>8} {'A %':>7} {'B %':>7} {'B-A pts [95% CI]':>24} {'B>A':>5} {'A>B':>5}"
+    )
     for name, d in result["benchmarks"].items():
         lo, hi = d["ci95"]
         ci = f"{100 * d['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
-        lines.append(f"{name:<16} {d['n_problems']:>8} {100 * d['mean_a']:>7.1f} {100 * d['mean_b']:>7.1f} {ci:>24} {d['b_better']:>5} {d['a_better']:>5}")
+        lines.append(
+            f"{name:<16} {d['n_problems']:>8} {100 * d['mean_a']:>7.1f} {100 * d['mean_b']:>7.1f} {ci:>24} "
+            f"{d['b_better']:>5} {d['a_better']:>5}"
+        )
     return "\n".join(lines)

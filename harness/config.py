@@ -7,6 +7,7 @@ the list of valid ones, and coerces every value to its field's annotated type, s
 Commands declare their flags with ``default=argparse.SUPPRESS`` so only flags the user typed
 appear (``typed_flags``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,9 @@ def _type_name(hint: Any) -> str:
         return f"a list of {_type_name(args[0])}" if args else "a list"
     if origin is dict:
         return "a mapping"
-    return {float: "a number", int: "an integer", bool: "true or false", str: "a string"}.get(hint, getattr(hint, "__name__", str(hint)))
+    return {float: "a number", int: "an integer", bool: "true or false", str: "a string"}.get(
+        hint, getattr(hint, "__name__", str(hint))
+    )
 
 
 def _coerce(value: Any, hint: Any) -> Any:
@@ -153,14 +156,23 @@ def config_layer(source: str | None, presets: Mapping[str, Mapping[str, Any]] | 
 
 def typed_flags(args: argparse.Namespace, ignore: Sequence[str] = ()) -> dict[str, Any]:
     """The flags the user typed (``argparse.SUPPRESS`` defaults), less the command's own."""
-    return {k: v for k, v in vars(args).items() if k not in ("config", "func", "command", *ignore) and not k.startswith("_")}
+    return {
+        k: v for k, v in vars(args).items() if k not in ("config", "func", "command", *ignore) and not k.startswith("_")
+    }
 
 
-def resolve_config(cls: type[T], args: argparse.Namespace, presets: dict[str, dict[str, Any]] | None = None, defaults: dict[str, Any] | None = None,
-                   ignore: tuple[str, ...] = ()) -> T:
+def resolve_config(
+    cls: type[T],
+    args: argparse.Namespace,
+    presets: dict[str, dict[str, Any]] | None = None,
+    defaults: dict[str, Any] | None = None,
+    ignore: tuple[str, ...] = (),
+) -> T:
     """``cls`` from its defaults, then command ``defaults``, then ``--config`` (a file or a
     preset name), then typed flags. Flags named in ``ignore`` belong to the command itself."""
-    return build_settings(cls, [defaults or {}, config_layer(getattr(args, "config", None), presets), typed_flags(args, ignore)])
+    return build_settings(
+        cls, [defaults or {}, config_layer(getattr(args, "config", None), presets), typed_flags(args, ignore)]
+    )
 
 
 def dump_config(config: Any, path: Path) -> None:

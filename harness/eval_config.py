@@ -1,4 +1,5 @@
 """``EvalConfig``: every setting of an evaluation run, as saved in ``config.yaml``."""
+
 from __future__ import annotations
 
 import re
@@ -11,7 +12,17 @@ from harness.errors import UserError
 
 BACKENDS = ("hf", "vllm", "openai")
 #: Settings that do not change any score: a resumed run may change them freely.
-NOT_SCORED = ("out", "progress", "batch_size", "concurrency", "workers", "api_key_env", "limit", "gpu_memory_utilization", "pass_k")
+NOT_SCORED = (
+    "out",
+    "progress",
+    "batch_size",
+    "concurrency",
+    "workers",
+    "api_key_env",
+    "limit",
+    "gpu_memory_utilization",
+    "pass_k",
+)
 
 
 @dataclass
@@ -75,7 +86,10 @@ class EvalConfig:
         if self.out:
             return Path(self.out)
         model = Path(self.model).name if self.model else "smollm2-135m-instruct"
-        names = "+".join(Path(str(b)).name.split(".")[0] if not isinstance(b, dict) else str(b.get("name", "custom")) for b in self.benchmarks)
+        names = "+".join(
+            Path(str(b)).name.split(".")[0] if not isinstance(b, dict) else str(b.get("name", "custom"))
+            for b in self.benchmarks
+        )
         parts = [model, Path(self.template).stem, names, f"n{self.n}", f"t{self.temperature:g}"]
         if self.limit:
             parts.append(f"limit{self.limit}")

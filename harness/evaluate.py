@@ -4,6 +4,7 @@ The run directory is the unit of work: the same command finds the samples alread
 generates only the rest, so a killed run loses at most the batch in flight. Everything that
 changes scores is hashed into the protocol fingerprint (``harness.fingerprint``).
 """
+
 from __future__ import annotations
 
 import os
@@ -44,17 +45,34 @@ def select_benchmarks(cfg: EvalConfig, template: Template) -> list[BenchmarkRun]
             spec = entry if isinstance(entry, dict) else {"path": entry}
             if "path" not in spec:
                 raise UserError(f"benchmark entry {entry!r} needs a 'path' (a .jsonl/.parquet file or hf:NAME)")
-            problems = load_custom(str(spec["path"]), parse_fields(spec.get("fields", cfg.fields)), spec.get("kind", cfg.kind), spec.get("policy", cfg.policy), spec.get("name"))
+            problems = load_custom(
+                str(spec["path"]),
+                parse_fields(spec.get("fields", cfg.fields)),
+                spec.get("kind", cfg.kind),
+                spec.get("policy", cfg.policy),
+                spec.get("name"),
+            )
             kinds = {p.kind for p in problems}
             kind = kinds.pop() if len(kinds) == 1 else "mixed"
             instruction = MATH_INSTRUCTION if kind == "math" else CODE_INSTRUCTION
-            runs.append(BenchmarkRun(problems[0].benchmark, kind, problems[: cfg.limit] if cfg.limit else problems, instruction, problems, "local data"))
+            runs.append(
+                BenchmarkRun(
+                    problems[0].benchmark,
+                    kind,
+                    problems[: cfg.limit] if cfg.limit else problems,
+                    instruction,
+                    problems,
+                    "local data",
+                )
+            )
             continue
         spec = get_benchmark(str(entry))
         pool = load_problems(spec.shots_from) if template.kind == "fewshot" and spec.shots_from else []
         if template.kind == "fewshot" and not pool:
             raise UserError(f"{spec.name} has no worked solutions for few-shot prompts; use another --template")
-        runs.append(BenchmarkRun(spec.name, spec.kind, load_problems(spec.name, cfg.limit), spec.instruction, pool, spec.notes))
+        runs.append(
+            BenchmarkRun(spec.name, spec.kind, load_problems(spec.name, cfg.limit), spec.instruction, pool, spec.notes)
+        )
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise UserError(f"benchmark listed twice: {names}")
@@ -115,17 +133,29 @@ def check_resume(run_dir: Path, cfg: EvalConfig) -> None:
         raise UserError(f"{run_dir} holds a run with other settings ({detail}); pass a new --out")
 
 
-def refresh_stale_verdicts(run_dir: Path, rows: list[dict[str, Any]], problems: dict[str, Problem], grader: EvalGrader) -> None:
+def refresh_stale_verdicts(
+    run_dir: Path, rows: list[dict[str, Any]], problems: dict[str, Problem], grader: EvalGrader
+) -> None:
     """Samples graded by an older verifier version are graded again (never regenerated), so a
     resumed run's summary describes one verifier."""
     current = {"math": MATH_VERIFIER, "code": CODE_VERIFIER}
-    stale = [i for i, r in enumerate(rows) if r["id"] in problems and r.get("verifier") != current[problems[r["id"]].kind]]
+    stale = [
+        i for i, r in enumerate(rows) if r["id"] in problems and r.get("verifier") != current[problems[r["id"]].kind]
+    ]
     if not stale:
         return
     versions_seen = sorted({str(rows[i].get("verifier")) for i in stale})
     verdicts = grader.grade([(problems[rows[i]["id"]], rows[i]["completion"]) for i in stale])
     for i, v in zip(stale, verdicts):
-        rows[i] = {**rows[i], "extracted": v.extracted, "correct": bool(v.correct), "reward": v.reward, "reason": v.reason, "detail": v.detail, "verifier": v.verifier}
+        rows[i] = {
+            **rows[i],
+            "extracted": v.extracted,
+            "correct": bool(v.correct),
+            "reward": v.reward,
+            "reason": v.reason,
+            "detail": v.detail,
+            "verifier": v.verifier,
+        }
     rewrite_samples(run_dir, rows)
     print(f"note: re-graded {len(stale)} stored samples graded by {', '.join(versions_seen)} with the current verifier")
 
@@ -163,7 +193,14 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     except BaseException:
         grader.close()
         raise
-    timings = {"model_load_s": 0.0, "generation_s": 0.0, "grading_s": 0.0, "samples_generated": len(todo), "samples_resumed": len(done), "tokens_generated": 0}
+    timings = {
+        "model_load_s": 0.0,
+        "generation_s": 0.0,
+        "grading_s": 0.0,
+        "samples_generated": len(todo),
+        "samples_resumed": len(done),
+        "tokens_generated": 0,
+    }
     try:
         if todo:
             _generate_and_grade(cfg, template, todo, model, grader, run_dir, timings)
@@ -175,9 +212,20 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     return summary
 
 
-def _generate_and_grade(cfg: EvalConfig, template: Template, todo: list, model: dict[str, Any], grader: EvalGrader, run_dir: Path, timings: dict[str, Any]) -> None:
+def _generate_and_grade(
+    cfg: EvalConfig,
+    template: Template,
+    todo: list,
+    model: dict[str, Any],
+    grader: EvalGrader,
+    run_dir: Path,
+    timings: dict[str, Any],
+) -> None:
     if cfg.temperature == 0 and cfg.n > 1:
-        print(f"note: greedy decoding (--temperature 0) with --n {cfg.n} repeats the same sample; set --temperature for pass@k")
+        print(
+            f"note: greedy decoding (--temperature 0) with --n {cfg.n} repeats the same sample; set --temperature for "
+            "pass@k"
+        )
     t0 = time.time()
     backend = make_backend(cfg, model["path"])
     timings["model_load_s"] = round(time.time() - t0, 2)
@@ -219,10 +267,14 @@ def _generate_and_grade(cfg: EvalConfig, template: Template, todo: list, model: 
         timings[key] = round(timings[key], 2)
     if timings["generation_s"]:
         timings["tokens_per_s"] = round(timings["tokens_generated"] / timings["generation_s"], 1)
-        timings["samples_per_s"] = round(timings["samples_generated"] / (timings["generation_s"] + timings["grading_s"]), 3)
+        timings["samples_per_s"] = round(
+            timings["samples_generated"] / (timings["generation_s"] + timings["grading_s"]), 3
+        )
 
 
-def sample_record(benchmark: str, problem: Problem, sample_idx: int, seed: int, template: Template, generation: Any, verdict: Any) -> dict[str, Any]:
+def sample_record(
+    benchmark: str, problem: Problem, sample_idx: int, seed: int, template: Template, generation: Any, verdict: Any
+) -> dict[str, Any]:
     return {
         "id": problem.id,
         "benchmark": benchmark,
@@ -243,11 +295,28 @@ def sample_record(benchmark: str, problem: Problem, sample_idx: int, seed: int, 
     }
 
 
-def summarize_run(cfg: EvalConfig, runs: list[BenchmarkRun], template: Template, grader: EvalGrader, model: dict[str, Any], run_dir: Path, timings: dict[str, Any] | None = None) -> dict[str, Any]:
+def summarize_run(
+    cfg: EvalConfig,
+    runs: list[BenchmarkRun],
+    template: Template,
+    grader: EvalGrader,
+    model: dict[str, Any],
+    run_dir: Path,
+    timings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``summary.json`` from every sample on disk for the selected problems."""
     rows = read_samples(run_dir)
-    sampling = {"n": cfg.n, "temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens, "seed": cfg.seed, "max_model_len": cfg.max_model_len}
-    protocol = protocol_fields(template.identity(), sampling, describe_backend(cfg.backend, cfg.dtype, cfg.device), grader.settings())
+    sampling = {
+        "n": cfg.n,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "max_tokens": cfg.max_tokens,
+        "seed": cfg.seed,
+        "max_model_len": cfg.max_model_len,
+    }
+    protocol = protocol_fields(
+        template.identity(), sampling, describe_backend(cfg.backend, cfg.dtype, cfg.device), grader.settings()
+    )
     revisions = {run.name: data_revision(run.problems) for run in runs}
     prints = fingerprints(protocol, revisions)
     problems = {p.id: p for run in runs for p in run.problems}
@@ -255,7 +324,14 @@ def summarize_run(cfg: EvalConfig, runs: list[BenchmarkRun], template: Template,
     for run in runs:
         ids = {p.id for p in run.problems}
         mine = [r for r in rows if r["id"] in ids and r["sample_idx"] < cfg.n]
-        metrics = benchmark_metrics(run.kind, [p.id for p in run.problems], mine, lambda pid, a, b: grader.same_answer(problems[pid], a, b), cfg.pass_k, cfg.max_tokens)
+        metrics = benchmark_metrics(
+            run.kind,
+            [p.id for p in run.problems],
+            mine,
+            lambda pid, a, b: grader.same_answer(problems[pid], a, b),
+            cfg.pass_k,
+            cfg.max_tokens,
+        )
         metrics.update(kind=run.kind, data_revision=revisions[run.name], fingerprint=prints["per_benchmark"][run.name])
         if run.notes:
             metrics["notes"] = run.notes
@@ -278,4 +354,7 @@ def summarize_run(cfg: EvalConfig, runs: list[BenchmarkRun], template: Template,
 
 def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     print(format_table(summary))
-    print(f"\nmodel {summary['model']['name']}  template {summary['protocol']['template']['name']}  fingerprint {summary['fingerprint']}  -> {run_dir}")
+    print(
+        f"\nmodel {summary['model']['name']}  template {summary['protocol']['template']['name']}  fingerprint "
+        f"{summary['fingerprint']}  -> {run_dir}"
+    )

@@ -5,6 +5,7 @@ revision, template, sampling (n, temperature, top_p, seed), max tokens, backend 
 version, dtype, and the verifier versions and settings. Two runs with equal fingerprints
 differ only in the model, so their numbers can share a table; leaderboards group by it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,7 +48,9 @@ def describe_backend(backend: str, dtype: str, device: str) -> dict[str, Any]:
     return {"backend": "openai", "version": "openai-compatible", "dtype": "server", "device": "remote"}
 
 
-def protocol_fields(template: dict[str, Any], sampling: dict[str, Any], backend: dict[str, Any], grading: dict[str, Any]) -> dict[str, Any]:
+def protocol_fields(
+    template: dict[str, Any], sampling: dict[str, Any], backend: dict[str, Any], grading: dict[str, Any]
+) -> dict[str, Any]:
     backend = {k: backend[k] for k in ("backend", "version", "dtype")}
     return {"template": template, "sampling": sampling, "backend": backend, "grading": grading}
 
@@ -62,7 +65,12 @@ def fingerprints(protocol: dict[str, Any], revisions: dict[str, str]) -> dict[st
 
 
 def versions(extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    out: dict[str, Any] = {"rlvr": PACKAGE_VERSION, "math_verifier": MATH_VERIFIER, "code_verifier": CODE_VERIFIER, "python": platform.python_version()}
+    out: dict[str, Any] = {
+        "rlvr": PACKAGE_VERSION,
+        "math_verifier": MATH_VERIFIER,
+        "code_verifier": CODE_VERIFIER,
+        "python": platform.python_version(),
+    }
     for name in ("torch", "transformers", "numpy", *extra):
         out[name] = package_version(name)
     return out

@@ -4,6 +4,7 @@ Rows stream through in chunks and every input row yields exactly one output row,
 order, flushed as it is written, so a large file never sits in memory and a killed run keeps
 what it finished. Malformed rows become ``bad_input`` rows that say what was wrong.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,7 +75,9 @@ def read_rows(stream: TextIO) -> Iterator[tuple[int, dict[str, Any] | None, str]
         yield number, row, ""
 
 
-def output_row(row: dict[str, Any] | None, number: int, verdict: Verdict, extra_fields: tuple[str, ...] = ()) -> dict[str, Any]:
+def output_row(
+    row: dict[str, Any] | None, number: int, verdict: Verdict, extra_fields: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """One output row: the verdict fields, then the input's own fields passed through."""
     out: dict[str, Any] = {"id": (row or {}).get("id", f"line-{number}")}
     data = asdict(verdict)

@@ -5,6 +5,7 @@ adapters and the reward server build, and ``EvalGrader.grade`` sends it through
 ``GradingService.grade``: a trainer's reward and an evaluation's grade for the same completion
 come from the same function with the same settings.
 """
+
 from __future__ import annotations
 
 import threading
@@ -22,7 +23,9 @@ class EvalGrader:
     """A grading service plus the benchmark-specific preparation of gold data (EvalPlus
     expected outputs are computed once per problem, in the sandbox, and cached on disk)."""
 
-    def __init__(self, workers: int | None = None, math_timeout: float = 1.0, code_limits: dict[str, Any] | None = None):
+    def __init__(
+        self, workers: int | None = None, math_timeout: float = 1.0, code_limits: dict[str, Any] | None = None
+    ):
         self.math_timeout = math_timeout
         self.code_limits = dict(code_limits or {})
         self.service = GradingService(workers=workers, math_timeout=math_timeout, code_limits=self.code_limits or None)
@@ -31,7 +34,12 @@ class EvalGrader:
 
     def settings(self) -> dict[str, Any]:
         """Everything about grading that can change a verdict (goes into the fingerprint)."""
-        return {"math_verifier": MATH_VERIFIER, "code_verifier": CODE_VERIFIER, "math_timeout_s": self.math_timeout, "code_limits": self.code_limits}
+        return {
+            "math_verifier": MATH_VERIFIER,
+            "code_verifier": CODE_VERIFIER,
+            "math_timeout_s": self.math_timeout,
+            "code_limits": self.code_limits,
+        }
 
     def gold(self, problem: Problem) -> dict[str, Any]:
         with self._lock:
@@ -106,7 +114,9 @@ def resolve_gold(problem: Problem, service: GradingService) -> dict[str, Any]:
     try:
         inputs, expected = expected_outputs(spec["reference"], spec["inputs"], gold["fn_name"], service.code)
     except ReferenceFailed as exc:
-        raise UserError(f"{problem.id}: the reference solution failed in this sandbox ({exc}); report it with `rlvr --version`") from exc
+        raise UserError(
+            f"{problem.id}: the reference solution failed in this sandbox ({exc}); report it with `rlvr --version`"
+        ) from exc
     if spec.get("oracle") == "not_none":
         expected = not_none_expected(expected)
     tests = differential_tests(inputs, expected, spec.get("groups"))

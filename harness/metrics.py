@@ -12,6 +12,7 @@ they are independent of where the samples came from.
   within each resampled problem, its samples (two-level bootstrap), so they reflect both
   which problems were drawn and the sampling noise of the model.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -70,7 +71,9 @@ def _interval(estimates: np.ndarray) -> list[float]:
     return [round(float(lo), 6), round(float(hi), 6)]
 
 
-def mean_at_n(outcomes: Sequence[Sequence[float]], replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> dict[str, object]:
+def mean_at_n(
+    outcomes: Sequence[Sequence[float]], replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0
+) -> dict[str, object]:
     """``{value, ci95}``: mean over problems of the per-problem mean outcome."""
     if not outcomes:
         return {"value": None, "ci95": None}
@@ -79,7 +82,12 @@ def mean_at_n(outcomes: Sequence[Sequence[float]], replicates: int = BOOTSTRAP_R
     return {"value": round(value, 6), "ci95": _interval((counts / sizes).mean(axis=1))}
 
 
-def pass_at_ks(outcomes: Sequence[Sequence[float]], ks: Sequence[int] | None = None, replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> dict[str, dict[str, object]]:
+def pass_at_ks(
+    outcomes: Sequence[Sequence[float]],
+    ks: Sequence[int] | None = None,
+    replicates: int = BOOTSTRAP_REPLICATES,
+    seed: int = 0,
+) -> dict[str, dict[str, object]]:
     """pass@k for every k up to the smallest per-problem sample count (or the given ks)."""
     if not outcomes:
         return {}
@@ -103,7 +111,9 @@ def pass_at_ks(outcomes: Sequence[Sequence[float]], ks: Sequence[int] | None = N
     return out
 
 
-def macro_average(per_benchmark: Sequence[Sequence[Sequence[float]]], replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> dict[str, object]:
+def macro_average(
+    per_benchmark: Sequence[Sequence[Sequence[float]]], replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0
+) -> dict[str, object]:
     """Mean of several benchmarks' mean@n (Dr. GRPO's "Avg" column) with a CI: each bootstrap
     replicate resamples every benchmark independently (two-level) and averages the means."""
     if not per_benchmark or any(not o for o in per_benchmark):
@@ -133,7 +143,9 @@ def majority_correct(clusters: Sequence[int], correct: Sequence[bool], subset: S
     return sum(right[c] for c in winners) / len(winners)
 
 
-def maj_at_k_problem(clusters: Sequence[int], correct: Sequence[bool], k: int, max_subsets: int = 64, seed: int = 0) -> float:
+def maj_at_k_problem(
+    clusters: Sequence[int], correct: Sequence[bool], k: int, max_subsets: int = 64, seed: int = 0
+) -> float:
     """maj@k for one problem, averaged over all k-subsets (or ``max_subsets`` random ones)."""
     n = len(clusters)
     if k > n:
@@ -146,7 +158,9 @@ def maj_at_k_problem(clusters: Sequence[int], correct: Sequence[bool], k: int, m
     return float(np.mean([majority_correct(clusters, correct, s) for s in subsets]))
 
 
-def bootstrap_mean(per_problem: Sequence[float], replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> dict[str, object]:
+def bootstrap_mean(
+    per_problem: Sequence[float], replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0
+) -> dict[str, object]:
     """``{value, ci95}`` for a per-problem score (problems resampled)."""
     if not per_problem:
         return {"value": None, "ci95": None}
@@ -156,7 +170,9 @@ def bootstrap_mean(per_problem: Sequence[float], replicates: int = BOOTSTRAP_REP
     return {"value": round(float(values.mean()), 6), "ci95": _interval(boot)}
 
 
-def paired_difference(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> dict[str, object]:
+def paired_difference(
+    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0
+) -> dict[str, object]:
     """Difference of mean@n, run B minus run A, on the same problems (same order): the same
     problems are resampled for both runs, which is what makes the interval tight."""
     if len(a) != len(b) or not a:

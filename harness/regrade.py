@@ -6,6 +6,7 @@ math-verify`` it grades the same completions with Hugging Face's Math-Verify, so
 between tools can be split into a grading part (same completions, different grader) and a
 generation part (the rest).
 """
+
 from __future__ import annotations
 
 import json
@@ -67,7 +68,17 @@ def regrade(run_dir: Path, grader: str = "ours", update: bool = False, workers: 
             verdicts = evaluator.grade([(problems[r["id"]], r["completion"]) for r in rows])
         finally:
             evaluator.close()
-        new = [{"correct": bool(v.correct), "reason": v.reason, "extracted": v.extracted, "reward": v.reward, "detail": v.detail, "verifier": v.verifier} for v in verdicts]
+        new = [
+            {
+                "correct": bool(v.correct),
+                "reason": v.reason,
+                "extracted": v.extracted,
+                "reward": v.reward,
+                "detail": v.detail,
+                "verifier": v.verifier,
+            }
+            for v in verdicts
+        ]
     else:
         try:
             import math_verify  # noqa: F401
@@ -80,21 +91,44 @@ def regrade(run_dir: Path, grader: str = "ours", update: bool = False, workers: 
                 new.append(None)
                 continue
             ok, extracted = math_verify_grade(r["completion"], problem.gold["answer"])
-            new.append({"correct": ok, "reason": "ok" if ok else "not_verified", "extracted": extracted, "verifier": "math-verify"})
+            new.append(
+                {
+                    "correct": ok,
+                    "reason": "ok" if ok else "not_verified",
+                    "extracted": extracted,
+                    "verifier": "math-verify",
+                }
+            )
     report = _report(rows, new, grader, time.time() - started)
     out = run_dir / f"regrade-{grader}.jsonl"
     with out.open("w", encoding="utf-8") as fh:
         for r, n in zip(rows, new):
             if n is not None:
-                fh.write(json.dumps({"id": r["id"], "sample_idx": r["sample_idx"], "stored_correct": r["correct"], "stored_reason": r["reason"], **n}, ensure_ascii=False) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "id": r["id"],
+                            "sample_idx": r["sample_idx"],
+                            "stored_correct": r["correct"],
+                            "stored_reason": r["reason"],
+                            **n,
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
     write_json(run_dir / f"regrade-{grader}.json", report)
     if update:
         _rewrite(run_dir, cfg, runs, rows, new)
     return report
 
 
-def _report(rows: list[dict[str, Any]], new: list[dict[str, Any] | None], grader: str, seconds: float) -> dict[str, Any]:
-    per: dict[str, dict[str, int]] = defaultdict(lambda: {"samples": 0, "stored_correct": 0, "regraded_correct": 0, "agree": 0, "now_correct": 0, "now_wrong": 0})
+def _report(
+    rows: list[dict[str, Any]], new: list[dict[str, Any] | None], grader: str, seconds: float
+) -> dict[str, Any]:
+    per: dict[str, dict[str, int]] = defaultdict(
+        lambda: {"samples": 0, "stored_correct": 0, "regraded_correct": 0, "agree": 0, "now_correct": 0, "now_wrong": 0}
+    )
     for r, n in zip(rows, new):
         if n is None:
             continue
@@ -109,7 +143,9 @@ def _report(rows: list[dict[str, Any]], new: list[dict[str, Any] | None], grader
     return {"grader": grader, "seconds": round(seconds, 2), "skipped_non_math": skipped, "benchmarks": dict(per)}
 
 
-def _rewrite(run_dir: Path, cfg: EvalConfig, runs: list[Any], rows: list[dict[str, Any]], new: list[dict[str, Any] | None]) -> None:
+def _rewrite(
+    run_dir: Path, cfg: EvalConfig, runs: list[Any], rows: list[dict[str, Any]], new: list[dict[str, Any] | None]
+) -> None:
     from harness.evaluate import resolve_run_model, summarize_run
     from harness.grading import EvalGrader
     from harness.templates import load_template
@@ -119,17 +155,32 @@ def _rewrite(run_dir: Path, cfg: EvalConfig, runs: list[Any], rows: list[dict[st
     old = read_summary(run_dir) or {}
     evaluator = EvalGrader(cfg.workers, cfg.math_timeout, cfg.code_limits)
     try:
-        summary = summarize_run(cfg, runs, load_template(cfg.template, cfg.shots), evaluator, old.get("model") or resolve_run_model(cfg), run_dir, old.get("timings"))
+        summary = summarize_run(
+            cfg,
+            runs,
+            load_template(cfg.template, cfg.shots),
+            evaluator,
+            old.get("model") or resolve_run_model(cfg),
+            run_dir,
+            old.get("timings"),
+        )
     finally:
         evaluator.close()
     write_json(run_dir / SUMMARY, summary)
 
 
 def format_report(report: dict[str, Any]) -> str:
-    lines = [f"{'benchmark':<16} {'samples':>7} {'stored acc':>10} {'regraded':>9} {'agree':>7} {'->correct':>9} {'->wrong':>8}"]
+    lines = [
+        f"{'benchmark':<16} {'samples':>7} {'stored acc':>10} {'regraded':>9} {'agree':>7} {'->correct':>9} "
+        f"{'->wrong':>8}"
+    ]
     for name, b in report["benchmarks"].items():
         n = b["samples"] or 1
-        lines.append(f"{name:<16} {b['samples']:>7} {100 * b['stored_correct'] / n:>9.1f}% {100 * b['regraded_correct'] / n:>8.1f}% {100 * b['agree'] / n:>6.1f}% {b['now_correct']:>9} {b['now_wrong']:>8}")
+        lines.append(
+            f"{name:<16} {b['samples']:>7} {100 * b['stored_correct'] / n:>9.1f}% "
+            f"{100 * b['regraded_correct'] / n:>8.1f}% {100 * b['agree'] / n:>6.1f}% {b['now_correct']:>9} "
+            f"{b['now_wrong']:>8}"
+        )
     if report["skipped_non_math"]:
         lines.append(f"({report['skipped_non_math']} code samples skipped: {report['grader']} grades math only)")
     return "\n".join(lines)

@@ -1,5 +1,6 @@
 """How results are written in tables, everywhere (run summaries, ablations, leaderboards,
 benchmark reports): percentages with their 95% CI, Markdown tables, flattened keys."""
+
 from __future__ import annotations
 
 from typing import Any, Sequence

@@ -1,6 +1,7 @@
 """Run directories: ``config.yaml``, ``samples.jsonl`` (appended as samples finish) and
 ``summary.json``. A run killed at any moment leaves every sample written before the kill
 intact; a partial last line (the kill landed mid-write) is cut off on the next open."""
+
 from __future__ import annotations
 
 import json

@@ -7,6 +7,7 @@
 the token budget, correct vs incorrect) and ``reflection`` (self-reflection keyword rates, see
 ``harness.reflection``). These names are a contract: leaderboards are built from them alone.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -62,11 +63,21 @@ def length_histogram(rows: Sequence[dict[str, Any]], max_tokens: int | None, bin
             out[min(bins - 1, int(v * bins / top)) if top else 0] += 1
         return out
 
-    return {"edges": edges, "correct": counts([r["n_tokens"] for r in rows if r["correct"] and r.get("n_tokens") is not None]),
-            "incorrect": counts([r["n_tokens"] for r in rows if not r["correct"] and r.get("n_tokens") is not None])}
+    return {
+        "edges": edges,
+        "correct": counts([r["n_tokens"] for r in rows if r["correct"] and r.get("n_tokens") is not None]),
+        "incorrect": counts([r["n_tokens"] for r in rows if not r["correct"] and r.get("n_tokens") is not None]),
+    }
 
 
-def benchmark_metrics(kind: str, problem_ids: Sequence[str], rows: Sequence[dict[str, Any]], same_answer: Callable[[str, str, str], bool] | None = None, pass_k: Sequence[int] | None = None, max_tokens: int | None = None) -> dict[str, Any]:
+def benchmark_metrics(
+    kind: str,
+    problem_ids: Sequence[str],
+    rows: Sequence[dict[str, Any]],
+    same_answer: Callable[[str, str, str], bool] | None = None,
+    pass_k: Sequence[int] | None = None,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
     """Metrics for one benchmark. ``same_answer(problem_id, a, b)`` groups votes for maj@k."""
     by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -91,7 +102,9 @@ def benchmark_metrics(kind: str, problem_ids: Sequence[str], rows: Sequence[dict
         "answer_rate": _rate(flat, lambda r: r.get("reason") not in NO_ANSWER),
         "length": {
             "correct": length_stats([r["n_tokens"] for r in flat if r["correct"] and r.get("n_tokens") is not None]),
-            "incorrect": length_stats([r["n_tokens"] for r in flat if not r["correct"] and r.get("n_tokens") is not None]),
+            "incorrect": length_stats(
+                [r["n_tokens"] for r in flat if not r["correct"] and r.get("n_tokens") is not None]
+            ),
             "all": length_stats([r["n_tokens"] for r in flat if r.get("n_tokens") is not None]),
         },
         "length_histogram": length_histogram(flat, max_tokens),
@@ -102,7 +115,8 @@ def benchmark_metrics(kind: str, problem_ids: Sequence[str], rows: Sequence[dict
         clusters = [vote_clusters(g, lambda a, b, pid=pid: same_answer(pid, a, b)) for pid, g in zip(ids, groups)]
         correct = [[bool(r["correct"]) for r in g] for g in groups]
         result["maj_at_k"] = {
-            str(k): bootstrap_mean([maj_at_k_problem(c, ok, k) for c, ok in zip(clusters, correct)]) for k in maj_ks(n_min)
+            str(k): bootstrap_mean([maj_at_k_problem(c, ok, k) for c, ok in zip(clusters, correct)])
+            for k in maj_ks(n_min)
         }
     return result
 
@@ -116,7 +130,18 @@ def _count(values) -> dict[str, int]:
 
 def format_table(summary: dict[str, Any]) -> str:
     """The end-of-run table: accuracy with CIs and the health rates beside it."""
-    header = ["benchmark", "problems", "samples", "mean@n % [95% CI]", "pass@k", "maj@k", "trunc%", "no-ans%", "timeout%", "len ok/wrong"]
+    header = [
+        "benchmark",
+        "problems",
+        "samples",
+        "mean@n % [95% CI]",
+        "pass@k",
+        "maj@k",
+        "trunc%",
+        "no-ans%",
+        "timeout%",
+        "len ok/wrong",
+    ]
     lines = [header]
     for name, m in summary["benchmarks"].items():
         ks = sorted(m["pass_at_k"], key=int)
@@ -128,7 +153,20 @@ def format_table(summary: dict[str, Any]) -> str:
         lengths = m["length"]
         length = f"{lengths['correct']['mean'] or '-'}/{lengths['incorrect']['mean'] or '-'}"
         rate = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731
-        lines.append([name, str(m["n_problems"]), str(m["n_samples"]), percent_ci(m["mean_at_n"]), passk, majs, rate(m["truncation_rate"]), rate(m["no_answer_rate"]), rate(m["timeout_rate"]), length])
+        lines.append(
+            [
+                name,
+                str(m["n_problems"]),
+                str(m["n_samples"]),
+                percent_ci(m["mean_at_n"]),
+                passk,
+                majs,
+                rate(m["truncation_rate"]),
+                rate(m["no_answer_rate"]),
+                rate(m["timeout_rate"]),
+                length,
+            ]
+        )
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     text = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in lines]
     text.insert(1, "  ".join("-" * w for w in widths))

@@ -9,6 +9,7 @@ Names load on first use, so a process that needs only one verifier (a sandboxing
 forks per test, say) does not pay for the other. This package imports nothing from
 ``harness`` or ``trainers``.
 """
+
 from importlib import import_module
 from typing import Any
 

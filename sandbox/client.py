@@ -3,6 +3,7 @@
 Retries are for transport failures and ``429``/``503`` only (honouring ``Retry-After``); a
 verdict is never retried into a different verdict.
 """
+
 from __future__ import annotations
 
 import time
@@ -33,7 +34,9 @@ def _verdict(row: dict[str, Any]) -> Verdict:
 class RewardClient:
     """``RewardClient("http://127.0.0.1:8000", token=...)``; pass it as ``client=`` to any adapter."""
 
-    def __init__(self, url: str, token: str | None = None, timeout: float = 300.0, retries: int = 8, backoff: float = 0.5):
+    def __init__(
+        self, url: str, token: str | None = None, timeout: float = 300.0, retries: int = 8, backoff: float = 0.5
+    ):
         self.url = url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.timeout = timeout

@@ -6,6 +6,7 @@ it. Each worker here is a fresh interpreter started with ``subprocess.Popen`` (a
 daemonic processes and threads), talks length-prefixed JSON over pipes, and is SIGKILLed, reaped
 and replaced when a call overruns. The caller waits with ``select``, which works in any thread.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,10 +24,13 @@ from sandbox.wire import MAX_MESSAGE, WorkerCrashed, WorkerTimeout, read_message
 
 __all__ = ["MAX_MESSAGE", "WorkerCrashed", "WorkerPool", "WorkerTimeout", "read_message", "serve", "write_message"]
 
+
 class Worker:
     """One worker process running ``python -m <module>``."""
 
-    def __init__(self, module: str, env: dict[str, str] | None = None, args: tuple[str, ...] = (), cwd: str | None = None):
+    def __init__(
+        self, module: str, env: dict[str, str] | None = None, args: tuple[str, ...] = (), cwd: str | None = None
+    ):
         self.module = module
         self.proc = subprocess.Popen(
             [sys.executable, "-m", module, *args],
@@ -97,7 +101,15 @@ class WorkerPool:
     hostile input costs one worker restart and never blocks other calls.
     """
 
-    def __init__(self, module: str, size: int = 2, startup_timeout: float = 60.0, env: dict[str, str] | None = None, replacement_args: tuple[str, ...] = (), cwd: str | None = None):
+    def __init__(
+        self,
+        module: str,
+        size: int = 2,
+        startup_timeout: float = 60.0,
+        env: dict[str, str] | None = None,
+        replacement_args: tuple[str, ...] = (),
+        cwd: str | None = None,
+    ):
         """``replacement_args`` go to workers started to replace a dead one (for example, to
         skip a warm-up that would compete with a loaded pool)."""
         if size < 1:
@@ -127,7 +139,9 @@ class WorkerPool:
         failures = 0
         while request := self._spawn_requests.get():
             try:
-                worker = Worker(self.module, self.env, self.replacement_args if request == "replacement" else (), self.cwd)
+                worker = Worker(
+                    self.module, self.env, self.replacement_args if request == "replacement" else (), self.cwd
+                )
             except OSError as exc:
                 failures += 1
                 self.spawn_error = f"cannot start {self.module}: {exc}"

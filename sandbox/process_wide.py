@@ -1,6 +1,7 @@
 """One instance per process, made on first use and closed when the process exits: the default
 math grader, code grader and grading service behind ``verify_math``, ``verify_code`` and the
 reward adapters (each owns worker processes, so making one per call would be wasteful)."""
+
 from __future__ import annotations
 
 import atexit

@@ -14,6 +14,7 @@ verl (``custom_reward_function.path=sandbox/rewards.py``, ``name=compute_score``
 http://HOST:PORT/get_reward`` (server) or ``--reward.remote_url sandbox/rewards.py`` (this file's
 ``reward_func``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,10 +26,30 @@ from typing import Any, Callable
 from sandbox.process_wide import ProcessWide
 from sandbox.service import CODE_OPTIONS, GradingService, Item, parse_item
 
-_CODE_SOURCES = ("livecodebench", "lcb", "codecontests", "apps", "taco", "code", "humaneval", "mbpp", "leetcode", "primeintellect", "kodcode")
-_POLICY_BY_SOURCE = (("gsm8k", "gsm8k"), ("minerva", "minerva"), ("olympiad", "olympiadbench"), ("aime", "aime"), ("arith", "arith"))
+_CODE_SOURCES = (
+    "livecodebench",
+    "lcb",
+    "codecontests",
+    "apps",
+    "taco",
+    "code",
+    "humaneval",
+    "mbpp",
+    "leetcode",
+    "primeintellect",
+    "kodcode",
+)
+_POLICY_BY_SOURCE = (
+    ("gsm8k", "gsm8k"),
+    ("minerva", "minerva"),
+    ("olympiad", "olympiadbench"),
+    ("aime", "aime"),
+    ("arith", "arith"),
+)
 _ANSWER_KEYS = ("answer", "solution", "ground_truth", "label", "gold")
-_SPECIAL_TOKENS_RE = re.compile(r"(?:<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|</s>|<\|end\|>|<｜end▁of▁sentence｜>)+\s*$")
+_SPECIAL_TOKENS_RE = re.compile(
+    r"(?:<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|</s>|<\|end\|>|<｜end▁of▁sentence｜>)+\s*$"
+)
 
 _service = ProcessWide(lambda: GradingService())
 
@@ -80,7 +101,14 @@ def code_spec(label: Any) -> dict[str, Any]:
     return spec
 
 
-def make_item(completion: Any, label: Any, kind: str = "auto", policy: str | None = None, extra: Mapping[str, Any] | None = None, index: int = 0) -> Item:
+def make_item(
+    completion: Any,
+    label: Any,
+    kind: str = "auto",
+    policy: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+    index: int = 0,
+) -> Item:
     """One grading item from a completion and a dataset label (gold answer or code spec)."""
     text = completion_text(completion)
     extra = dict(extra or {})
@@ -88,7 +116,12 @@ def make_item(completion: Any, label: Any, kind: str = "auto", policy: str | Non
         kind = extra.pop("kind", None) or ("code" if _is_code_label(label) or "tests" in extra else "math")
     if kind == "code":
         spec = code_spec(label) if label is not None else {}
-        raw = {"kind": "code", "completion": text, **spec, **{k: v for k, v in extra.items() if k in (*CODE_OPTIONS, "tests") and v is not None}}
+        raw = {
+            "kind": "code",
+            "completion": text,
+            **spec,
+            **{k: v for k, v in extra.items() if k in (*CODE_OPTIONS, "tests") and v is not None},
+        }
     else:
         if isinstance(label, (list, tuple)) and label:
             label = label[0]
@@ -110,7 +143,9 @@ def _reward(verdict_reason: str, reward: float, verifiable: bool, mask_unverifia
 # ---------------------------------------------------------------------------------------------
 # TRL
 # ---------------------------------------------------------------------------------------------
-def _trl_items(completions: Sequence[Any], kwargs: Mapping[str, Any], kind: str, policy: str | None, answer_key: str | None) -> list[Item]:
+def _trl_items(
+    completions: Sequence[Any], kwargs: Mapping[str, Any], kind: str, policy: str | None, answer_key: str | None
+) -> list[Item]:
     n = len(completions)
     columns = {k: v for k, v in kwargs.items() if isinstance(v, (list, tuple)) and len(v) == n}
     key = answer_key or next((k for k in _ANSWER_KEYS if k in columns), None)
@@ -126,7 +161,16 @@ def _trl_items(completions: Sequence[Any], kwargs: Mapping[str, Any], kind: str,
     return items
 
 
-def trl_reward(kind: str = "auto", *, policy: str | None = None, answer_key: str | None = None, mask_unverifiable: bool = False, client: Any = None, service: GradingService | None = None, name: str | None = None) -> Callable[..., list[float | None]]:
+def trl_reward(
+    kind: str = "auto",
+    *,
+    policy: str | None = None,
+    answer_key: str | None = None,
+    mask_unverifiable: bool = False,
+    client: Any = None,
+    service: GradingService | None = None,
+    name: str | None = None,
+) -> Callable[..., list[float | None]]:
     """A TRL ``reward_funcs`` entry.
 
     It accepts TRL's keyword arguments (``prompts``, ``completions`` as strings or message
@@ -138,7 +182,9 @@ def trl_reward(kind: str = "auto", *, policy: str | None = None, answer_key: str
     it works from TRL's worker threads.
     """
 
-    def reward(prompts: Any = None, completions: Sequence[Any] = (), completion_ids: Any = None, **kwargs: Any) -> list[float | None]:
+    def reward(
+        prompts: Any = None, completions: Sequence[Any] = (), completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
         items = _trl_items(list(completions), kwargs, kind, policy, answer_key)
         verdicts = _grade(items, client, service)
         return [_reward(v.reason, v.reward, v.verifiable, mask_unverifiable) for v in verdicts]
@@ -151,8 +197,12 @@ def trl_reward_async(kind: str = "auto", **options: Any) -> Callable[..., Any]:
     """The ``async`` variant: TRL awaits async reward functions concurrently."""
     sync = trl_reward(kind, **options)
 
-    async def reward(prompts: Any = None, completions: Sequence[Any] = (), completion_ids: Any = None, **kwargs: Any) -> list[float | None]:
-        return await asyncio.to_thread(sync, prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+    async def reward(
+        prompts: Any = None, completions: Sequence[Any] = (), completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
+        return await asyncio.to_thread(
+            sync, prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs
+        )
 
     reward.__name__ = sync.__name__ + "_async"
     return reward
@@ -167,7 +217,9 @@ def _grade(items: list[Item], client: Any, service: GradingService | None):
 # ---------------------------------------------------------------------------------------------
 # verl
 # ---------------------------------------------------------------------------------------------
-def _verl_item(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None, index: int = 0) -> Item:
+def _verl_item(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None, index: int = 0
+) -> Item:
     source = (data_source or "").lower()
     extra = dict(extra_info or {})
     kind = extra.pop("kind", None)
@@ -187,7 +239,9 @@ def _verl_result(verdict) -> dict[str, Any]:
     }
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **kwargs: Any
+) -> dict[str, Any]:
     """verl's custom reward signature; dispatches on ``data_source`` (gsm8k, minerva,
     olympiadbench, aime and code sources; anything else is MATH-style) and returns
     ``{"score", "acc", "verifiable", "timeout"}``. ``extra_info`` may carry ``kind``,
@@ -196,10 +250,19 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     return _verl_result(_grade([item], kwargs.get("client"), kwargs.get("service"))[0])
 
 
-def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
     """The batched form verl's ``batch`` reward manager calls (one list in, one list out)."""
     extras = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
-    items = [_verl_item(d, s, g, e, i) for i, (d, s, g, e) in enumerate(zip(data_sources, solution_strs, ground_truths, extras))]
+    items = [
+        _verl_item(d, s, g, e, i)
+        for i, (d, s, g, e) in enumerate(zip(data_sources, solution_strs, ground_truths, extras))
+    ]
     return [_verl_result(v) for v in _grade(items, kwargs.get("client"), kwargs.get("service"))]
 
 
@@ -218,8 +281,13 @@ def openrlhf_items(queries: Sequence[str], prompts: Sequence[str] | None, labels
     prompts = list(prompts) if prompts is not None else [None] * len(queries)
     labels = list(labels) if labels is not None else [None] * len(queries)
     if not (len(queries) == len(prompts) == len(labels)):
-        raise ValueError(f"query, prompts and labels must have the same length ({len(queries)}, {len(prompts)}, {len(labels)})")
-    return [make_item(response_from_query(q, p), label, "auto", None, None, i) for i, (q, p, label) in enumerate(zip(queries, prompts, labels))]
+        raise ValueError(
+            f"query, prompts and labels must have the same length ({len(queries)}, {len(prompts)}, {len(labels)})"
+        )
+    return [
+        make_item(response_from_query(q, p), label, "auto", None, None, i)
+        for i, (q, p, label) in enumerate(zip(queries, prompts, labels))
+    ]
 
 
 def openrlhf_response(verdicts) -> dict[str, Any]:

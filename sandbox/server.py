@@ -12,6 +12,7 @@ an error); identical items return identical verdicts (settled verdicts are cache
 hung grading worker is killed and replaced by its pool without failing other items; one JSON
 log line per request.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,9 +39,20 @@ from sandbox.verdict import Verdict
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER, PACKAGE_VERSION
 
 DEFAULT_LIMIT_CAPS: dict[str, float] = {
-    "time_s": 60.0, "wall_factor": 4.0, "wall_grace_s": 10.0, "total_s": 900.0, "memory_mb": 4096, "output_kb": 65536,
-    "processes": 256, "open_files": 1024, "file_kb": 1 << 20, "scratch_mb": 1024, "scratch_files": 65536, "result_mb": 256,
-    "compile_time_s": 120.0, "compile_memory_mb": 4096,
+    "time_s": 60.0,
+    "wall_factor": 4.0,
+    "wall_grace_s": 10.0,
+    "total_s": 900.0,
+    "memory_mb": 4096,
+    "output_kb": 65536,
+    "processes": 256,
+    "open_files": 1024,
+    "file_kb": 1 << 20,
+    "scratch_mb": 1024,
+    "scratch_files": 65536,
+    "result_mb": 256,
+    "compile_time_s": 120.0,
+    "compile_memory_mb": 4096,
 }
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 MATH_CHUNK = 64
@@ -66,7 +78,10 @@ class ServerConfig:
     def validate(self) -> None:
         loopback = self.host in ("127.0.0.1", "localhost", "::1") or self.host.startswith("127.")
         if not loopback and not self.token:
-            raise ValueError(f"binding {self.host} exposes the server beyond this machine: pass --token (clients send 'Authorization: Bearer <token>')")
+            raise ValueError(
+                f"binding {self.host} exposes the server beyond this machine: pass --token (clients send "
+                "'Authorization: Bearer <token>')"
+            )
         if self.request_timeout <= 0 or self.math_timeout <= 0:
             raise ValueError("timeouts must be positive")
         unknown = set(self.limit_caps) - set(DEFAULT_LIMIT_CAPS)
@@ -88,7 +103,9 @@ def check_item_caps(item: Item, index: int, caps: dict[str, float]) -> None:
         for number, test in enumerate(tests):
             value = test.get("time_s") if isinstance(test, dict) else None
             if isinstance(value, (int, float)) and value > caps.get("time_s", float("inf")):
-                raise BadItem(f"{where}.tests[{number}].time_s: {value!r} exceeds this server's cap of {caps['time_s']:g}")
+                raise BadItem(
+                    f"{where}.tests[{number}].time_s: {value!r} exceeds this server's cap of {caps['time_s']:g}"
+                )
 
 
 class Histogram:
@@ -135,18 +152,33 @@ class Metrics:
 
     def render(self, restarts: dict[str, int]) -> str:
         with self.lock:
-            out = ["# HELP rlvr_requests_total HTTP requests by endpoint and status.", "# TYPE rlvr_requests_total counter"]
-            out += [f'rlvr_requests_total{{endpoint="{e}",status="{s}"}} {n}' for (e, s), n in sorted(self.requests.items())]
-            out += ["# HELP rlvr_items_total Graded items by kind and verdict reason.", "# TYPE rlvr_items_total counter"]
+            out = [
+                "# HELP rlvr_requests_total HTTP requests by endpoint and status.",
+                "# TYPE rlvr_requests_total counter",
+            ]
+            out += [
+                f'rlvr_requests_total{{endpoint="{e}",status="{s}"}} {n}' for (e, s), n in sorted(self.requests.items())
+            ]
+            out += [
+                "# HELP rlvr_items_total Graded items by kind and verdict reason.",
+                "# TYPE rlvr_items_total counter",
+            ]
             out += [f'rlvr_items_total{{kind="{k}",reason="{r}"}} {n}' for (k, r), n in sorted(self.items.items())]
-            out += ["# HELP rlvr_queue_items Items accepted and not yet answered.", "# TYPE rlvr_queue_items gauge", f"rlvr_queue_items {self.queued}"]
+            out += [
+                "# HELP rlvr_queue_items Items accepted and not yet answered.",
+                "# TYPE rlvr_queue_items gauge",
+                f"rlvr_queue_items {self.queued}",
+            ]
             out += ["# HELP rlvr_request_seconds Request latency.", "# TYPE rlvr_request_seconds histogram"]
             for endpoint, hist in sorted(self.request_latency.items()):
                 out += hist.render("rlvr_request_seconds", f'endpoint="{endpoint}"')
             out += ["# HELP rlvr_item_seconds Grading time per item.", "# TYPE rlvr_item_seconds histogram"]
             for kind, hist in sorted(self.item_latency.items()):
                 out += hist.render("rlvr_item_seconds", f'kind="{kind}"')
-        out += ["# HELP rlvr_worker_restarts_total Grading workers killed and replaced.", "# TYPE rlvr_worker_restarts_total counter"]
+        out += [
+            "# HELP rlvr_worker_restarts_total Grading workers killed and replaced.",
+            "# TYPE rlvr_worker_restarts_total counter",
+        ]
         out += [f'rlvr_worker_restarts_total{{kind="{k}"}} {n}' for k, n in sorted(restarts.items())]
         return "\n".join(out) + "\n"
 
@@ -168,12 +200,16 @@ class ServerState:
         self.service = service
         self.owned = service is None
         self.metrics = Metrics()
-        self.executor = ThreadPoolExecutor(max_workers=max(4, (config.workers or 2) * 4), thread_name_prefix="rlvr-grade")
+        self.executor = ThreadPoolExecutor(
+            max_workers=max(4, (config.workers or 2) * 4), thread_name_prefix="rlvr-grade"
+        )
         self._queue_lock = threading.Lock()
 
     async def start(self) -> None:
         if self.service is None:
-            self.service = GradingService(workers=self.config.workers, math_timeout=self.config.math_timeout, unsafe=self.config.unsafe)
+            self.service = GradingService(
+                workers=self.config.workers, math_timeout=self.config.math_timeout, unsafe=self.config.unsafe
+            )
             await asyncio.to_thread(self.service.warm_up)  # ready means warm
 
     def stop(self) -> None:
@@ -197,7 +233,9 @@ class ServerState:
         """Hold ``n`` places in the queue while the block runs."""
         config, metrics = self.config, self.metrics
         if n > config.max_items_per_request:
-            raise HTTPProblem(413, f"{n} items exceed the {config.max_items_per_request}-item limit per request; split the batch")
+            raise HTTPProblem(
+                413, f"{n} items exceed the {config.max_items_per_request}-item limit per request; split the batch"
+            )
         with self._queue_lock:
             if metrics.queued + n > config.max_queue_items:
                 wait = max(1, int((metrics.queued + n) / max(1, config.max_queue_items) * 5))
@@ -216,7 +254,9 @@ class ServerState:
             math_idx = [i for i, it in enumerate(items) if it.kind == "math"]
             chunks = [math_idx[start : start + MATH_CHUNK] for start in range(0, len(math_idx), MATH_CHUNK)]
             chunks += [[i] for i, it in enumerate(items) if it.kind == "code"]
-            futures = [loop.run_in_executor(self.executor, self.service.grade, [items[i] for i in chunk]) for chunk in chunks]  # type: ignore[union-attr]
+            futures = [
+                loop.run_in_executor(self.executor, self.service.grade, [items[i] for i in chunk]) for chunk in chunks
+            ]  # type: ignore[union-attr]
             remaining = max(0.0, deadline - time.monotonic())
             done, _ = await asyncio.wait(futures, timeout=remaining) if futures else (set(), set())
         rows: list[dict[str, Any] | None] = [None] * len(items)
@@ -236,7 +276,9 @@ class ServerState:
     async def run_program(self, code: str, stdin: str, language: str, limits: dict[str, Any] | None) -> dict[str, Any]:
         with self.admitted(1):
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self.executor, lambda: self.service.code.run_program(code, stdin, language, limits))  # type: ignore[union-attr]
+            return await loop.run_in_executor(
+                self.executor, lambda: self.service.code.run_program(code, stdin, language, limits)
+            )  # type: ignore[union-attr]
 
 
 def grade_request(body: Any, config: ServerConfig) -> tuple[list[Item], float]:
@@ -305,7 +347,11 @@ def run_code_request(body: Any, config: ServerConfig) -> tuple[str, str, str, di
     try:
         check_caps(limits, config.limit_caps, "run_code")
     except ValueError as exc:
-        names = {"run_code.time_s": "run_timeout", "run_code.compile_time_s": "compile_timeout", "run_code.memory_mb": "memory_limit_MB"}
+        names = {
+            "run_code.time_s": "run_timeout",
+            "run_code.compile_time_s": "compile_timeout",
+            "run_code.memory_mb": "memory_limit_MB",
+        }
         message = str(exc)
         for ours, theirs in names.items():
             message = message.replace(ours, theirs)
@@ -328,12 +374,17 @@ def request_guard(config: ServerConfig, metrics: Metrics):
                 given = request.headers.get("authorization", "")
                 if not hmac.compare_digest(given.encode(), f"Bearer {config.token}".encode()):
                     status = 401
-                    return JSONResponse({"error": "missing or wrong bearer token (send 'Authorization: Bearer <token>')"}, status_code=401,
-                                        headers={"WWW-Authenticate": "Bearer"})
+                    return JSONResponse(
+                        {"error": "missing or wrong bearer token (send 'Authorization: Bearer <token>')"},
+                        status_code=401,
+                        headers={"WWW-Authenticate": "Bearer"},
+                    )
             length = request.headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > config.max_body_bytes:
                 status = 413
-                return JSONResponse({"error": f"body of {length} bytes exceeds the {config.max_body_bytes}-byte limit"}, status_code=413)
+                return JSONResponse(
+                    {"error": f"body of {length} bytes exceeds the {config.max_body_bytes}-byte limit"}, status_code=413
+                )
             response = await call_next(request)
             status = response.status_code
             items = int(response.headers.get("x-rlvr-items", "0"))
@@ -341,8 +392,15 @@ def request_guard(config: ServerConfig, metrics: Metrics):
         finally:
             seconds = time.perf_counter() - start
             metrics.observe_request(path, status, seconds)
-            line = {"ts": round(time.time(), 3), "method": request.method, "path": path, "status": status, "items": items, "ms": round(seconds * 1000, 2),
-                    "client": request.client.host if request.client else None}
+            line = {
+                "ts": round(time.time(), 3),
+                "method": request.method,
+                "path": path,
+                "status": status,
+                "items": items,
+                "ms": round(seconds * 1000, 2),
+                "client": request.client.host if request.client else None,
+            }
             print(json.dumps(line), file=sys.stderr, flush=True)
 
     return guard
@@ -369,13 +427,18 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
     async def v1_grade(request: Request):
         items, deadline = grade_request(await state.read_json(request), config)
         rows = await state.grade(items, deadline)
-        return JSONResponse({"results": rows, "verifier": {"math": MATH_VERIFIER, "code": CODE_VERIFIER}}, headers={"x-rlvr-items": str(len(rows))})
+        return JSONResponse(
+            {"results": rows, "verifier": {"math": MATH_VERIFIER, "code": CODE_VERIFIER}},
+            headers={"x-rlvr-items": str(len(rows))},
+        )
 
     @app.post("/get_reward")
     async def get_reward(request: Request):
         items = openrlhf_request(await state.read_json(request), config)
         rows = await state.grade(items, time.monotonic() + config.request_timeout)
-        return JSONResponse(openrlhf_response([Verdict.from_dict(r) for r in rows]), headers={"x-rlvr-items": str(len(rows))})
+        return JSONResponse(
+            openrlhf_response([Verdict.from_dict(r) for r in rows]), headers={"x-rlvr-items": str(len(rows))}
+        )
 
     @app.post("/run_code")
     async def run_code(request: Request):
@@ -384,7 +447,12 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
 
     @app.get("/healthz")
     async def healthz():
-        return {"status": "ok", "version": PACKAGE_VERSION, "verifiers": {"math": MATH_VERIFIER, "code": CODE_VERIFIER}, "queued_items": state.metrics.queued}
+        return {
+            "status": "ok",
+            "version": PACKAGE_VERSION,
+            "verifiers": {"math": MATH_VERIFIER, "code": CODE_VERIFIER},
+            "queued_items": state.metrics.queued,
+        }
 
     @app.get("/metrics")
     async def prometheus():
@@ -397,8 +465,18 @@ def sandbox_fusion_response(result: dict[str, Any]) -> dict[str, Any]:
     """Our run outcome in SandboxFusion's shape (what verl's ``sandbox_fusion`` client reads)."""
     compile_info = result.get("compile")
     compile_result = None
-    if compile_info and compile_info.get("status") not in (None, "ok") or (compile_info and "exit_code" in compile_info):
-        status = "TimeLimitExceeded" if compile_info.get("status") == "tle" else "Finished" if compile_info.get("exit_code") is not None else "Error"
+    if (
+        compile_info
+        and compile_info.get("status") not in (None, "ok")
+        or (compile_info and "exit_code" in compile_info)
+    ):
+        status = (
+            "TimeLimitExceeded"
+            if compile_info.get("status") == "tle"
+            else "Finished"
+            if compile_info.get("exit_code") is not None
+            else "Error"
+        )
         compile_result = {
             "status": status,
             "execution_time": (compile_info.get("wall_ms") or 0) / 1000,
@@ -409,11 +487,17 @@ def sandbox_fusion_response(result: dict[str, Any]) -> dict[str, Any]:
     run = result.get("run")
     run_result = None
     if run is not None:
-        status = {"ok": "Finished", "re": "Finished" if run.get("signal") is None else "Error", "tle": "TimeLimitExceeded"}.get(run["status"], "Error")
+        status = {
+            "ok": "Finished",
+            "re": "Finished" if run.get("signal") is None else "Error",
+            "tle": "TimeLimitExceeded",
+        }.get(run["status"], "Error")
         run_result = {
             "status": status,
             "execution_time": (run.get("wall_ms") or 0) / 1000,
-            "return_code": run.get("exit_code") if run.get("exit_code") is not None else (-(run.get("signal") or 0) or None),
+            "return_code": run.get("exit_code")
+            if run.get("exit_code") is not None
+            else (-(run.get("signal") or 0) or None),
             "stdout": run.get("stdout") or "",
             "stderr": run.get("stderr") or "",
         }
@@ -425,7 +509,14 @@ def sandbox_fusion_response(result: dict[str, Any]) -> dict[str, Any]:
     else:
         overall = "Failed"
     message = "" if overall == "Success" else (result.get("detail") or (run or {}).get("status") or reason or "")
-    return {"status": overall, "message": message, "compile_result": compile_result, "run_result": run_result, "executor_pod_name": None, "files": {}}
+    return {
+        "status": overall,
+        "message": message,
+        "compile_result": compile_result,
+        "run_result": run_result,
+        "executor_pod_name": None,
+        "files": {},
+    }
 
 
 def serve(config: ServerConfig) -> None:
@@ -433,4 +524,11 @@ def serve(config: ServerConfig) -> None:
     import uvicorn
 
     app = create_app(config)
-    uvicorn.run(app, host=config.host, port=config.port, log_level="warning", access_log=False, timeout_graceful_shutdown=int(config.request_timeout) + 5)
+    uvicorn.run(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=int(config.request_timeout) + 5,
+    )

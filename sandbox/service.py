@@ -6,6 +6,7 @@ Every adapter (TRL, verl, OpenRLHF), the HTTP server and the remote client funne
 ``CodeGrader.verify_batch``: a reward seen in training and a grade reported in evaluation come
 from the same functions with the same settings.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,32 @@ from sandbox.verdict import Verdict
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
 KINDS = ("math", "code")
-MATH_OPTIONS = ("policy", "answer_type", "tolerance", "multiple", "extract", "max_distinct_boxes", "decimal_rel_tol", "rel_tol", "abs_tol", "sig_figs", "allow_complex", "strict_domain")
-CODE_OPTIONS = ("fn_name", "starter_code", "language", "limits", "partial", "oracle", "compare", "prelude", "postlude", "test_setup")
+MATH_OPTIONS = (
+    "policy",
+    "answer_type",
+    "tolerance",
+    "multiple",
+    "extract",
+    "max_distinct_boxes",
+    "decimal_rel_tol",
+    "rel_tol",
+    "abs_tol",
+    "sig_figs",
+    "allow_complex",
+    "strict_domain",
+)
+CODE_OPTIONS = (
+    "fn_name",
+    "starter_code",
+    "language",
+    "limits",
+    "partial",
+    "oracle",
+    "compare",
+    "prelude",
+    "postlude",
+    "test_setup",
+)
 
 
 class BadItem(ValueError):
@@ -66,7 +91,9 @@ def parse_item(raw: Any, index: int = 0) -> Item:
         allowed = MATH_OPTIONS
     else:
         tests = raw.get("tests")
-        if not isinstance(tests, (list, str, Mapping, PreparedTests)) or not (tests.tests if isinstance(tests, PreparedTests) else tests):
+        if not isinstance(tests, (list, str, Mapping, PreparedTests)) or not (
+            tests.tests if isinstance(tests, PreparedTests) else tests
+        ):
             raise BadItem(f"{where}.tests: required non-empty list for code items")
         payload["tests"] = tests
         allowed = CODE_OPTIONS
@@ -105,7 +132,14 @@ class GradingService:
     (timeout, grader or sandbox error) is never cached, so a retry grades again.
     """
 
-    def __init__(self, workers: int | None = None, math_timeout: float = 1.0, code_limits: Any = None, unsafe: bool = False, cache_size: int = 65536):
+    def __init__(
+        self,
+        workers: int | None = None,
+        math_timeout: float = 1.0,
+        code_limits: Any = None,
+        unsafe: bool = False,
+        cache_size: int = 65536,
+    ):
         self.math = MathGrader(workers=workers, timeout=math_timeout)
         self.code = CodeGrader(workers=workers, limits=code_limits, unsafe=unsafe)
         self._cache: OrderedDict[str, Verdict] = OrderedDict()

@@ -3,6 +3,7 @@
 A verdict is more than a bool: RL needs to tell "the model was wrong" apart from "the grader
 could not decide", so unverifiable samples can be masked instead of being taught as wrong.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

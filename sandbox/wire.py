@@ -1,5 +1,6 @@
 """Length-prefixed JSON messages: over pipes (with deadlines) and over Unix sockets (with file
 descriptors). Kept dependency-light: sandboxed processes are forked from code that imports it."""
+
 from __future__ import annotations
 
 import json

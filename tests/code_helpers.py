@@ -1,10 +1,19 @@
 """Shared helpers for the code-verifier tests."""
+
 import json
 import os
 
 from conftest import ROOT
 
-MAP = {"AC": "ok", "WA": "wrong_answer", "TLE": "time_limit", "MLE": "memory_limit", "OLE": "output_limit", "RE": "runtime_error", "CE": "compile_error"}
+MAP = {
+    "AC": "ok",
+    "WA": "wrong_answer",
+    "TLE": "time_limit",
+    "MLE": "memory_limit",
+    "OLE": "output_limit",
+    "RE": "runtime_error",
+    "CE": "compile_error",
+}
 CASES = [json.loads(line) for line in (ROOT / "tests" / "fixtures" / "verifier_cases_code.jsonl").open()]
 
 
@@ -34,7 +43,14 @@ def case_item(case: dict) -> dict:
         compare = "livecodebench"
     else:
         tests = [{"testtype": "assert", "code": "\n".join(t["asserts"])}]
-    return {"completion": case["program"], "tests": tests, "fn_name": t.get("entry_point"), "language": t["language"], "limits": limits, "compare": compare}
+    return {
+        "completion": case["program"],
+        "tests": tests,
+        "fn_name": t.get("entry_point"),
+        "language": t["language"],
+        "limits": limits,
+        "compare": compare,
+    }
 
 
 def process_count() -> int:

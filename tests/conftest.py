@@ -23,6 +23,11 @@ def digits_source(tmp_path_factory) -> str:
     import json
 
     path = tmp_path_factory.mktemp("data") / "digits_train.jsonl"
-    rows = [{"id": f"d{a}+{b}", "question": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(5) for b in range(5) if a + b <= 4]
+    rows = [
+        {"id": f"d{a}+{b}", "question": f"What is {a} + {b}?", "answer": str(a + b)}
+        for a in range(5)
+        for b in range(5)
+        if a + b <= 4
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)

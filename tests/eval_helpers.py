@@ -1,4 +1,5 @@
 """Run the ``rlvr`` command line as a user would (a subprocess), for end-to-end tests."""
+
 import json
 import os
 import subprocess
@@ -14,7 +15,11 @@ SMALL = ["--limit", "2", "--n", "2", "--temperature", "0.8", "--max-tokens", "24
 def rlvr(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 

@@ -86,7 +86,11 @@ EQUIVALENCE = [
     (boxed(r"(-\infty, 1] \cup [3, \infty)"), r"(-\infty,1]\cup[3,\infty)", True),
     (boxed(r"[3,\infty) \cup (-\infty, 1]"), r"(-\infty,1]\cup[3,\infty)", True),
     (boxed(r"\begin{bmatrix}1 & 2\\ 3 & 4\end{bmatrix}"), r"\begin{pmatrix}1 & 2\\ 3 & 4\end{pmatrix}", True),
-    (boxed(r"\begin{pmatrix} \frac{1}{2} \\ 0.25 \end{pmatrix}"), r"\begin{pmatrix} 0.5 \\ \frac14 \end{pmatrix}", True),
+    (
+        boxed(r"\begin{pmatrix} \frac{1}{2} \\ 0.25 \end{pmatrix}"),
+        r"\begin{pmatrix} 0.5 \\ \frac14 \end{pmatrix}",
+        True,
+    ),
     (boxed("(1, 2, 3)"), r"\begin{pmatrix}1\\2\\3\end{pmatrix}", True),
     (boxed("1+2i"), "2i+1", True),
     (boxed(r"\frac{1}{2}+\frac{\sqrt{3}}{2}i"), r"\frac{1+i\sqrt3}{2}", True),
@@ -277,6 +281,7 @@ def unpack(case):
     completion, gold, expected = case[:3]
     options = case[3] if len(case) > 3 else {}
     return completion, gold, expected, options
+
 
 EQUIVALENCE += [
     (boxed("A3_{16}"), "A3_{16}", True),

@@ -6,6 +6,7 @@ With ``--model DIR`` it generates with our hf backend (so its samples can be com
 Retry-After) to exercise retries; ``/stats`` reports requests, the peak number in flight and the
 seeds received.
 """
+
 import argparse
 import asyncio
 import threading
@@ -39,7 +40,13 @@ def build_app(model_dir, fail_first, fail_status, delay):
             finish = "length" if len(words) > limit else "stop"
             text = " ".join(words[:limit])
             return text, finish, min(len(words), limit), None, None
-        params = SamplingParams(float(body.get("temperature") or 0), float(body.get("top_p") or 1), int(body.get("max_tokens") or 16), stop, True)
+        params = SamplingParams(
+            float(body.get("temperature") or 0),
+            float(body.get("top_p") or 1),
+            int(body.get("max_tokens") or 16),
+            stop,
+            True,
+        )
         with gen_lock:
             g = backend.generate([GenerationRequest(prompt, seed)], params)[0]
         # Like vLLM: the stop string is cut from the text and named in stop_reason.
@@ -60,7 +67,9 @@ def build_app(model_dir, fail_first, fail_status, delay):
             await asyncio.sleep(delay)
             if fail:
                 headers = {"Retry-After": "0.05"} if fail_status == 429 else {}
-                return JSONResponse({"error": {"message": "injected failure"}}, status_code=fail_status, headers=headers)
+                return JSONResponse(
+                    {"error": {"message": "injected failure"}}, status_code=fail_status, headers=headers
+                )
             if body.get("n", 1) != 1:
                 return JSONResponse({"error": {"message": "n must be 1"}}, status_code=400)
             with LOCK:
@@ -72,7 +81,13 @@ def build_app(model_dir, fail_first, fail_status, delay):
                 choice["message"] = {"role": "assistant", "content": text}
             else:
                 choice["text"] = text
-            return {"id": "x", "object": "text_completion", "model": body.get("model"), "choices": [choice], "usage": {"completion_tokens": n_tokens, "prompt_tokens": n_prompt}}
+            return {
+                "id": "x",
+                "object": "text_completion",
+                "model": body.get("model"),
+                "choices": [choice],
+                "usage": {"completion_tokens": n_tokens, "prompt_tokens": n_prompt},
+            }
         finally:
             with LOCK:
                 STATE["in_flight"] -= 1
@@ -101,7 +116,12 @@ def main():
     parser.add_argument("--fail-status", type=int, default=429)
     parser.add_argument("--delay", type=float, default=0.0)
     args = parser.parse_args()
-    uvicorn.run(build_app(args.model, args.fail_first, args.fail_status, args.delay), host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(
+        build_app(args.model, args.fail_first, args.fail_status, args.delay),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Start a real `rlvr serve` process for tests."""
+
 import contextlib
 import os
 import signal
@@ -8,7 +9,6 @@ import sys
 import time
 
 import httpx
-
 from conftest import ROOT
 
 
@@ -26,7 +26,10 @@ class Server:
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.cli", "serve", "--port", str(self.port), "--workers", "2", *args],
-            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

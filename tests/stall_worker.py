@@ -1,4 +1,5 @@
 """A test worker for the pool: echoes, sleeps or exits on request."""
+
 import os
 import time
 

@@ -1,18 +1,32 @@
 """The benchmark registry and the harness's grading path: sizes, gold answers and reference
 solutions graded correct through `EvalGrader` (the path `rlvr eval` uses), each benchmark's
 prelude/adapter, and user data files."""
+
 import json
 
 import pytest
-
 from fixtures.lcb_solutions import SOLUTIONS
+
 from harness.benchmarks.custom import load_custom, parse_fields
 from harness.benchmarks.registry import all_benchmarks, get_benchmark, load_problems
 from harness.errors import UserError
 from harness.grading import EvalGrader
 
-SIZES = {"aime2024": 30, "aime2025": 30, "amc2023": 40, "math500": 500, "minerva_math": 272, "olympiadbench": 675, "gsm8k": 1319,
-         "livecodebench": 279, "leetcode_contest": 180, "humaneval": 164, "humanevalplus": 164, "mbpp": 500, "mbppplus": 378}
+SIZES = {
+    "aime2024": 30,
+    "aime2025": 30,
+    "amc2023": 40,
+    "math500": 500,
+    "minerva_math": 272,
+    "olympiadbench": 675,
+    "gsm8k": 1319,
+    "livecodebench": 279,
+    "leetcode_contest": 180,
+    "humaneval": 164,
+    "humanevalplus": 164,
+    "mbpp": 500,
+    "mbppplus": 378,
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +52,15 @@ def test_unknown_benchmark_suggests_a_name():
         get_benchmark("math50")
 
 
-@pytest.mark.parametrize("name", ["aime2024", "aime2025", "amc2023", "math500", "minerva_math", "olympiadbench", "gsm8k"])
+@pytest.mark.parametrize(
+    "name", ["aime2024", "aime2025", "amc2023", "math500", "minerva_math", "olympiadbench", "gsm8k"]
+)
 def test_math_gold_answers_grade_correct_through_the_harness(grader, name):
     problems = load_problems(name)[::25][:12]
     verdicts = grader.grade([(p, f"So the final answer is $\\boxed{{{p.gold['answer']}}}$.") for p in problems])
-    assert all(v.correct for v in verdicts), [(p.id, v.reason, v.detail) for p, v in zip(problems, verdicts) if not v.correct]
+    assert all(v.correct for v in verdicts), [
+        (p.id, v.reason, v.detail) for p, v in zip(problems, verdicts) if not v.correct
+    ]
     wrong = grader.grade([(p, "So the final answer is $\\boxed{\\text{no idea}}$.") for p in problems[:3]])
     assert not any(v.correct for v in wrong)
 
@@ -51,7 +69,9 @@ def test_livecodebench_reference_solutions(grader):
     problems = {p.id: p for p in load_problems("livecodebench")}
     pairs = [(problems[pid], f"```python\n{code}\n```") for pid, code in SOLUTIONS.items()]
     verdicts = grader.grade(pairs)
-    assert all(v.correct for v in verdicts), [(p.id, v.reason, v.detail) for (p, _), v in zip(pairs, verdicts) if not v.correct]
+    assert all(v.correct for v in verdicts), [
+        (p.id, v.reason, v.detail) for (p, _), v in zip(pairs, verdicts) if not v.correct
+    ]
 
 
 def test_contest_prelude_supplies_typing_like_the_benchmark_runner(grader):
@@ -108,14 +128,21 @@ for _name, _value in list(globals().items()):
 def test_function_benchmarks_grade_their_reference_solutions(grader, name):
     problems = load_problems(name)[::40][:4]
     verdicts = grader.grade([(p, p.solution) for p in problems])
-    assert all(v.correct for v in verdicts), [(p.id, v.reason, v.detail) for p, v in zip(problems, verdicts) if not v.correct]
-    broken = grader.grade([(p, p.solution.rstrip().removesuffix("```") + BREAK_FUNCTIONS + "```") for p in problems[:2]])
+    assert all(v.correct for v in verdicts), [
+        (p.id, v.reason, v.detail) for p, v in zip(problems, verdicts) if not v.correct
+    ]
+    broken = grader.grade(
+        [(p, p.solution.rstrip().removesuffix("```") + BREAK_FUNCTIONS + "```") for p in problems[:2]]
+    )
     assert not any(v.correct for v in broken), [v.detail for v in broken]
 
 
 def test_humaneval_accepts_a_function_without_its_imports_or_a_bare_body(grader):
     problem = load_problems("humaneval", 1)[0]  # has_close_elements(numbers: List[float], ...)
-    row_body = "    for i, a in enumerate(numbers):\n        for j, b in enumerate(numbers):\n            if i != j and abs(a - b) < threshold:\n                return True\n    return False\n"
+    row_body = (
+        "    for i, a in enumerate(numbers):\n        for j, b in enumerate(numbers):\n            if i != j "
+        "and abs(a - b) < threshold:\n                return True\n    return False\n"
+    )
     function = "def has_close_elements(numbers: List[float], threshold: float) -> bool:\n" + row_body
     for completion in (f"```python\n{function}```", f"```python\n{row_body}```"):
         verdict = grader.grade([(problem, completion)])[0]
@@ -124,9 +151,17 @@ def test_humaneval_accepts_a_function_without_its_imports_or_a_bare_body(grader)
 
 def test_custom_jsonl_with_field_mapping(tmp_path, grader):
     path = tmp_path / "mine.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [{"idx": 1, "text": "1+1?", "gold": "2"}, {"idx": 2, "text": "2+2?", "gold": "4"}]) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps(r) for r in [{"idx": 1, "text": "1+1?", "gold": "2"}, {"idx": 2, "text": "2+2?", "gold": "4"}]
+        )
+        + "\n"
+    )
     problems = load_custom(str(path), parse_fields("question=text,answer=gold,id=idx"))
-    assert [(p.id, p.question, p.gold["answer"], p.kind) for p in problems] == [("mine/1", "1+1?", "2", "math"), ("mine/2", "2+2?", "4", "math")]
+    assert [(p.id, p.question, p.gold["answer"], p.kind) for p in problems] == [
+        ("mine/1", "1+1?", "2", "math"),
+        ("mine/2", "2+2?", "4", "math"),
+    ]
     assert grader.grade([(problems[1], "\\boxed{4}")])[0].correct
     with pytest.raises(UserError, match="no answer; map it with --fields answer="):
         load_custom(str(path), parse_fields("question=text"))
@@ -142,7 +177,13 @@ def test_custom_code_rows_and_parquet(tmp_path, grader):
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
 
-    rows = [{"id": "a", "question": "Print the sum of two integers on one line.", "tests": json.dumps([{"input": "1 2\n", "output": "3\n"}])}]
+    rows = [
+        {
+            "id": "a",
+            "question": "Print the sum of two integers on one line.",
+            "tests": json.dumps([{"input": "1 2\n", "output": "3\n"}]),
+        }
+    ]
     path = tmp_path / "code.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
     problem = load_custom(str(path))[0]
@@ -155,7 +196,14 @@ def test_hub_dataset_without_network_is_one_clear_error(tmp_path):
     pytest.importorskip("datasets")
     from eval_helpers import rlvr
 
-    result = rlvr("eval", "--benchmarks", "hf:nobody/nothing@test", "--out", str(tmp_path / "x"), "--no-progress",
-                  env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
+    result = rlvr(
+        "eval",
+        "--benchmarks",
+        "hf:nobody/nothing@test",
+        "--out",
+        str(tmp_path / "x"),
+        "--no-progress",
+        env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"},
+    )
     assert result.returncode == 2 and "cannot load hub dataset 'nobody/nothing'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

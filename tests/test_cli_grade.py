@@ -1,4 +1,5 @@
 """``rlvr grade`` end to end through the real command line."""
+
 import json
 import subprocess
 import sys
@@ -31,7 +32,16 @@ def test_grade_math_file(tmp_path):
     assert proc.returncode == 0, proc.stderr
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [g["id"] for g in got] == ["a", "b", "line-3", "c", "line-5", "missing-answer", "d", "e"]
-    assert [g["reason"] for g in got] == ["ok", "wrong_answer", "bad_input", "unparseable", "bad_input", "bad_input", "no_answer", "ok"]
+    assert [g["reason"] for g in got] == [
+        "ok",
+        "wrong_answer",
+        "bad_input",
+        "unparseable",
+        "bad_input",
+        "bad_input",
+        "no_answer",
+        "ok",
+    ]
     for g in got:
         assert {"id", "correct", "reward", "reason", "extracted", "elapsed_ms"} <= set(g)
         assert g["correct"] is (g["reason"] == "ok")
@@ -44,7 +54,16 @@ def test_grade_math_file(tmp_path):
 
 
 def test_grade_stdin_to_stdout():
-    proc = run("grade", "--kind", "math", "--input", "-", "--output", "-", stdin=json.dumps({"id": 1, "completion": r"\boxed{4}", "answer": "4"}) + "\n")
+    proc = run(
+        "grade",
+        "--kind",
+        "math",
+        "--input",
+        "-",
+        "--output",
+        "-",
+        stdin=json.dumps({"id": 1, "completion": r"\boxed{4}", "answer": "4"}) + "\n",
+    )
     assert proc.returncode == 0
     assert json.loads(proc.stdout.splitlines()[0])["correct"] is True
     assert "graded 1 rows" in proc.stderr

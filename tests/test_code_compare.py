@@ -8,6 +8,7 @@ oracles, then for a failed match with a tolerance in force: same type, same leng
 ``np.allclose(rtol=1e-7, atol)``; a float or flat all-float expected value switches the
 tolerance on, 1e-6, for the rest of its group).
 """
+
 import numpy as np
 import pytest
 
@@ -16,42 +17,48 @@ from sandbox.code.values import encode
 
 
 # ---- LiveCodeBench: stdin -------------------------------------------------------------------
-@pytest.mark.parametrize("got, want, verdict", [
-    ("5\n", "5", True),                      # whole output stripped
-    ("  5  \n\n\n", "5\n", True),
-    ("\n\n5", "5", True),
-    ("1 2 3", "1  2 3", True),               # lines differ as text, equal token-wise
-    ("1\n2", "1 2", False),                  # line counts differ
-    ("5\n\n6", "5\n6", False),               # an inner blank line is a line
-    ("1 2", "1 2 3", False),
-    ("2.0", "2", True),                      # Decimal("2.0") == Decimal("2")
-    ("1e3", "1000", True),
-    ("+5", "5", True),
-    ("-0", "0", True),
-    ("1_000", "1000", True),                 # Decimal accepts underscores
-    ("Infinity", "inf", True),
-    ("nan", "nan", True),                    # equal as text
-    ("NaN", "nan", False),                   # Decimal NaN equals nothing
-    ("0.333333", "0.3333333333", False),     # exact, no tolerance
-    ("999999000.0", "999999999", False),
-    ("123456789012345678901234567891", "123456789012345678901234567890", False),
-    ("Yes", "yes", False),
-    ("abc 1", "abc 1.0", False),             # a line with a non-number is text only
-    ("1\r\n2\r\n", "1\n2", True),
-])
+@pytest.mark.parametrize(
+    "got, want, verdict",
+    [
+        ("5\n", "5", True),  # whole output stripped
+        ("  5  \n\n\n", "5\n", True),
+        ("\n\n5", "5", True),
+        ("1 2 3", "1  2 3", True),  # lines differ as text, equal token-wise
+        ("1\n2", "1 2", False),  # line counts differ
+        ("5\n\n6", "5\n6", False),  # an inner blank line is a line
+        ("1 2", "1 2 3", False),
+        ("2.0", "2", True),  # Decimal("2.0") == Decimal("2")
+        ("1e3", "1000", True),
+        ("+5", "5", True),
+        ("-0", "0", True),
+        ("1_000", "1000", True),  # Decimal accepts underscores
+        ("Infinity", "inf", True),
+        ("nan", "nan", True),  # equal as text
+        ("NaN", "nan", False),  # Decimal NaN equals nothing
+        ("0.333333", "0.3333333333", False),  # exact, no tolerance
+        ("999999000.0", "999999999", False),
+        ("123456789012345678901234567891", "123456789012345678901234567890", False),
+        ("Yes", "yes", False),
+        ("abc 1", "abc 1.0", False),  # a line with a non-number is text only
+        ("1\r\n2\r\n", "1\n2", True),
+    ],
+)
 def test_livecodebench_stdin_rule(got, want, verdict):
     assert stdout_matches(got, want)[0] is verdict
 
 
-@pytest.mark.parametrize("got, want, verdict", [
-    ("0.333333", "0.3333333333", True),
-    ("0.334", "0.3333333333", False),
-    ("1.0000001", "1.0", True),
-    ("999999000.0", "999999999", False),     # an integer expectation is never tolerant
-    ("1e-7", "0", False),
-    ("3", "3.0000001", True),
-    ("x 0.5000001", "x 0.5", False),         # a line with text is compared as text
-])
+@pytest.mark.parametrize(
+    "got, want, verdict",
+    [
+        ("0.333333", "0.3333333333", True),
+        ("0.334", "0.3333333333", False),
+        ("1.0000001", "1.0", True),
+        ("999999000.0", "999999999", False),  # an integer expectation is never tolerant
+        ("1e-7", "0", False),
+        ("3", "3.0000001", True),
+        ("x 0.5000001", "x 0.5", False),  # a line with text is compared as text
+    ],
+)
 def test_opt_in_float_tolerance_applies_to_non_integer_expected_tokens_only(got, want, verdict):
     assert stdout_matches(got, want, atol=1e-6, rtol=1e-6)[0] is verdict
 
@@ -73,44 +80,62 @@ def check(got, want, rule="python", oracle="exact", atol=0.0, args=(), group="ba
     return judge.check(test, encode(got))[0]
 
 
-@pytest.mark.parametrize("got, want, verdict", [
-    ((1, 2), [1, 2], True),                  # a tuple result becomes a list
-    ([(1, 2)], [[1, 2]], False),             # ... at the top level only
-    (True, 1, True), (1, True, True), (1.0, 1, True),
-    (0.30000000000000004, 0.3, False),       # no tolerance
-    ({"a": 1, "b": 2}, {"b": 2, "a": 1}, True),
-    ([1, 2], [2, 1], False), (None, None, True), ("a", "a", True),
-])
+@pytest.mark.parametrize(
+    "got, want, verdict",
+    [
+        ((1, 2), [1, 2], True),  # a tuple result becomes a list
+        ([(1, 2)], [[1, 2]], False),  # ... at the top level only
+        (True, 1, True),
+        (1, True, True),
+        (1.0, 1, True),
+        (0.30000000000000004, 0.3, False),  # no tolerance
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}, True),
+        ([1, 2], [2, 1], False),
+        (None, None, True),
+        ("a", "a", True),
+    ],
+)
 def test_livecodebench_call_rule(got, want, verdict):
     assert check(got, want, "livecodebench") is verdict
 
 
-@pytest.mark.parametrize("got, want, verdict", [
-    ((1, 2), [1, 2], False), ([1, 2], (1, 2), False),
-    (1, True, True), (True, 1, True), (0, False, True),      # Python's ==
-    (10**18 + 12345, 10**18, False), (float(10**18), 10**18 + 12345, False),
-    ({1, 2}, {2, 1}, True), (frozenset({1}), {1}, True),
-])
+@pytest.mark.parametrize(
+    "got, want, verdict",
+    [
+        ((1, 2), [1, 2], False),
+        ([1, 2], (1, 2), False),
+        (1, True, True),
+        (True, 1, True),
+        (0, False, True),  # Python's ==
+        (10**18 + 12345, 10**18, False),
+        (float(10**18), 10**18 + 12345, False),
+        ({1, 2}, {2, 1}, True),
+        (frozenset({1}), {1}, True),
+    ],
+)
 def test_python_rule(got, want, verdict):
     assert check(got, want) is verdict
 
 
-@pytest.mark.parametrize("got, want, atol, verdict", [
-    (0.5000001, 0.5, 0.0, True),             # a float expectation switches on atol 1e-6
-    (0.500002, 0.5, 0.0, False),
-    (1, 1.0, 0.0, True),                     # == first
-    (1, 1.0000001, 0.0, False),              # then same type required: int is not float
-    ([0.1 + 1e-7, 0.2], [0.1, 0.2], 0.0, True),
-    ((0.1 + 1e-7, 0.2), [0.1, 0.2], 0.0, False),
-    ([[0.1 + 1e-7]], [[0.1]], 0.0, False),   # nested: not "floats", so exact
-    ([[0.1 + 1e-7]], [[0.1]], 1e-4, True),   # ... unless the task has an atol
-    (0.50005, 0.5, 1e-4, True),
-    (float(10**18), 10**18 + 12345, 0.0, False),
-    (np.float64(0.5), 0.5, 0.0, True),       # numpy scalar == float
-    (np.float64(0.5000001), 0.5, 0.0, False),  # not equal, and not of type float
-    (np.array([1, 2]), [1, 2], 0.0, False),  # an array's == is ambiguous: EvalPlus fails it
-    (np.array([3]), [3], 0.0, True),
-])
+@pytest.mark.parametrize(
+    "got, want, atol, verdict",
+    [
+        (0.5000001, 0.5, 0.0, True),  # a float expectation switches on atol 1e-6
+        (0.500002, 0.5, 0.0, False),
+        (1, 1.0, 0.0, True),  # == first
+        (1, 1.0000001, 0.0, False),  # then same type required: int is not float
+        ([0.1 + 1e-7, 0.2], [0.1, 0.2], 0.0, True),
+        ((0.1 + 1e-7, 0.2), [0.1, 0.2], 0.0, False),
+        ([[0.1 + 1e-7]], [[0.1]], 0.0, False),  # nested: not "floats", so exact
+        ([[0.1 + 1e-7]], [[0.1]], 1e-4, True),  # ... unless the task has an atol
+        (0.50005, 0.5, 1e-4, True),
+        (float(10**18), 10**18 + 12345, 0.0, False),
+        (np.float64(0.5), 0.5, 0.0, True),  # numpy scalar == float
+        (np.float64(0.5000001), 0.5, 0.0, False),  # not equal, and not of type float
+        (np.array([1, 2]), [1, 2], 0.0, False),  # an array's == is ambiguous: EvalPlus fails it
+        (np.array([3]), [3], 0.0, True),
+    ],
+)
 def test_evalplus_rule(got, want, atol, verdict):
     assert check(got, want, "evalplus", atol=atol) is verdict
 
@@ -124,24 +149,27 @@ def test_evalplus_tolerance_stays_on_for_the_rest_of_the_group():
     assert check(10**18 + 12345, 10**18, "evalplus", judge=judge, group="plus") is False
 
 
-@pytest.mark.parametrize("oracle, got, want, args, verdict", [
-    ("set", [3, 1, 3], [1, 3], (), True),
-    ("set", [1], [1, 3], (), False),
-    ("set", [[1]], [[1]], (), False),        # unhashable: set() raises, EvalPlus fails it
-    ("not_none", True, True, (), True),      # bool(re.search(...)) for a task whose reference returns a match
-    ("not_none", False, True, (), False),
-    ("not_none", None, True, (), False),
-    ("not_none", None, False, (), True),
-    ("sum_div", 0, 7, (), True),             # Mbpp/295
-    ("surface_area", 35, 33, (3, 4), True),  # Mbpp/581: round(9 + 2 * 3 * sqrt(1.5**2 + 16)) = 35
-    ("surface_area", 34, 33, (3, 4), False),
-    ("digit_distance", 5, 9, (123, 45), True),  # Mbpp/558: 123 vs 045
-    ("any_value", "anything", 1, (), True),     # Mbpp/164
-    ("find_zero", 2.0, 0.0, ([-4, 0, 1],), True),  # HumanEval/32: any root
-    ("find_zero", 1.0, 2.0, ([-4, 0, 1],), False),
-    ("find_zero", 10**400, 2.0, ([-4, 0, 1],), False),  # overflow is a failure, not a crash
-    ("find_zero", "x", 2.0, ([-4, 0, 1],), False),
-])
+@pytest.mark.parametrize(
+    "oracle, got, want, args, verdict",
+    [
+        ("set", [3, 1, 3], [1, 3], (), True),
+        ("set", [1], [1, 3], (), False),
+        ("set", [[1]], [[1]], (), False),  # unhashable: set() raises, EvalPlus fails it
+        ("not_none", True, True, (), True),  # bool(re.search(...)) for a task whose reference returns a match
+        ("not_none", False, True, (), False),
+        ("not_none", None, True, (), False),
+        ("not_none", None, False, (), True),
+        ("sum_div", 0, 7, (), True),  # Mbpp/295
+        ("surface_area", 35, 33, (3, 4), True),  # Mbpp/581: round(9 + 2 * 3 * sqrt(1.5**2 + 16)) = 35
+        ("surface_area", 34, 33, (3, 4), False),
+        ("digit_distance", 5, 9, (123, 45), True),  # Mbpp/558: 123 vs 045
+        ("any_value", "anything", 1, (), True),  # Mbpp/164
+        ("find_zero", 2.0, 0.0, ([-4, 0, 1],), True),  # HumanEval/32: any root
+        ("find_zero", 1.0, 2.0, ([-4, 0, 1],), False),
+        ("find_zero", 10**400, 2.0, ([-4, 0, 1],), False),  # overflow is a failure, not a crash
+        ("find_zero", "x", 2.0, ([-4, 0, 1],), False),
+    ],
+)
 def test_evalplus_oracles(oracle, got, want, args, verdict):
     with_atol = 1e-4 if oracle == "find_zero" else 0.0
     assert check(got, want, "evalplus", oracle, with_atol, args) is verdict

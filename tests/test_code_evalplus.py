@@ -8,6 +8,7 @@ recorded by ``benchmarks/bench_code_peers.py --write-fixture``. The default run 
 and every 9th task's canonical solution; ``-m slow`` checks all 542 tasks and reruns EvalPlus live
 on the fixture's programs.
 """
+
 import gzip
 import importlib.util
 import json
@@ -65,10 +66,16 @@ def fenced(program: str) -> str:
 def check_problem(grader, task_id):
     problem = PROBLEMS[task_id]
     program = problem.solution.strip().removeprefix("```python").removesuffix("```")
-    honest, mutated = grader.grade([(problem, problem.solution), (problem, fenced(program + MUTATION.format(name=ENTRY[task_id])))])
+    honest, mutated = grader.grade(
+        [(problem, problem.solution), (problem, fenced(program + MUTATION.format(name=ENTRY[task_id])))]
+    )
     assert honest.correct, (task_id, honest.reason, honest.detail)
     assert honest.passed == honest.total and honest.total == len(problem.gold["differential"]["inputs"])
-    assert not mutated.correct and mutated.reason in ("wrong_answer", "runtime_error"), (task_id, mutated.reason, mutated.detail)
+    assert not mutated.correct and mutated.reason in ("wrong_answer", "runtime_error"), (
+        task_id,
+        mutated.reason,
+        mutated.detail,
+    )
 
 
 def test_problem_count():
@@ -117,7 +124,9 @@ def test_verdicts_agree_with_evalplus(grader):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("evalplus") is None, reason="EvalPlus is installed by the test extras (make install)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("evalplus") is None, reason="EvalPlus is installed by the test extras (make install)"
+)
 def test_evalplus_live_gives_the_fixture_verdicts(tmp_path):
     """EvalPlus's evaluator, run now on the fixture's programs, still gives the stored verdicts."""
     from bench_code_peers import run_evalplus

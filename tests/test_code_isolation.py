@@ -1,4 +1,5 @@
 """Isolation claims, each checked with a hostile program and host-side facts after the run."""
+
 import os
 import secrets
 import subprocess
@@ -61,7 +62,7 @@ print("FOUND " + " ".join(found) if found else "NOTFOUND")
 
 
 def test_what_the_program_sees(grader):
-    probe = r'''
+    probe = r"""
 import os
 failed = []
 def need(name, ok):
@@ -69,19 +70,23 @@ def need(name, ok):
         failed.append(name)
 need("uid", os.getuid() != 0 and os.geteuid() != 0 and os.getgroups() == [])
 need("hostname", os.uname().nodename == "sandbox")
-need("root", set(os.listdir("/")) <= {"usr", "bin", "lib", "lib64", "sbin", "tmp", "proc", "dev", "etc", "root", "prog", "site"})
+TOP = {"usr", "bin", "lib", "lib64", "sbin", "tmp", "proc", "dev", "etc", "root", "prog", "site"}
+need("root", set(os.listdir("/")) <= TOP)
 need("site", set(os.listdir("/site")) <= {"numpy", "numpy.libs", "sortedcontainers"})
 need("etc", sorted(os.listdir("/etc")) == ["ld.so.cache", "passwd"])
 need("home", not os.path.exists("/home"))
 need("roothome", not os.path.isdir("/root") or os.listdir("/root") == [".pyenv"])
 need("pids", len([p for p in os.listdir("/proc") if p.isdigit()]) == 2 and os.path.exists("/proc/1"))
 need("net", [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]] == ["lo"])
-need("env", set(os.environ) <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"})
+ENV = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE"}
+ENV |= {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"}
+need("env", set(os.environ) <= ENV)
 status = {l.split(":")[0]: l.split(":")[1].strip() for l in open("/proc/self/status")}
 need("nonewprivs", status["NoNewPrivs"] == "1")
 need("seccomp", status["Seccomp"] == "2")
 need("caps", int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0)
-for path, should in (("/usr/probe", False), ("/probe", False), ("/etc/probe", False), ("/prog/probe", False), ("/site/probe", False), ("/tmp/probe", True)):
+PROBES = (("/usr/probe", False), ("/probe", False), ("/etc/probe", False), ("/prog/probe", False))
+for path, should in PROBES + (("/site/probe", False), ("/tmp/probe", True)):
     try:
         open(path, "w").write("x")
         need(path, should)
@@ -93,7 +98,7 @@ try:
 except PermissionError:
     pass
 print("OK" if not failed else " ".join(failed))
-'''
+"""
     check(grader, probe)
 
 
@@ -113,7 +118,12 @@ def test_host_secrets_in_the_environment_do_not_reach_the_program(monkeypatch):
 
 def test_no_temp_dirs_processes_or_zombies_leak(grader):
     before = set(os.listdir(tempfile.gettempdir()))
-    programs = ["print(1)", "import os\nos.fork()\nprint(1)", "import subprocess\nsubprocess.Popen(['sleep', '100'])\nprint(1)", "open('/tmp/x','w').write('y')\nprint(1)"]
+    programs = [
+        "print(1)",
+        "import os\nos.fork()\nprint(1)",
+        "import subprocess\nsubprocess.Popen(['sleep', '100'])\nprint(1)",
+        "open('/tmp/x','w').write('y')\nprint(1)",
+    ]
     verdicts = grader.verify_batch([{"completion": p, "tests": [{"input": "", "output": "1"}] * 3} for p in programs])
     assert all(v.reason in ("ok", "wrong_answer") for v in verdicts), verdicts
     assert not sandbox_processes()
@@ -139,7 +149,11 @@ def test_fork_bomb_does_not_disturb_concurrent_honest_runs(grader):
 
 
 def test_output_flood_keeps_the_judge_small(grader):
-    verdict = grader.verify("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", [{"input": "", "output": "1"}], limits={"output_kb": 256})
+    verdict = grader.verify(
+        "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+        [{"input": "", "output": "1"}],
+        limits={"output_kb": 256},
+    )
     assert verdict.reason == "output_limit"
     for pid in grader.pool.pids():
         with open(f"/proc/{pid}/status") as fh:
@@ -162,17 +176,44 @@ def test_refuses_to_run_unsafely_without_isolation(monkeypatch):
 
 def _can_run_as_nobody() -> bool:
     try:
-        return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", "import sandbox, subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True)"], capture_output=True, timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd="/tmp").returncode == 0
+        return (
+            subprocess.run(
+                [
+                    "setpriv",
+                    "--reuid=65534",
+                    "--regid=65534",
+                    "--clear-groups",
+                    sys.executable,
+                    "-c",
+                    "import sandbox, subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True)",
+                ],
+                capture_output=True,
+                timeout=60,
+                env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                cwd="/tmp",
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.SubprocessError):
         return False
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not _can_run_as_nobody(), reason="needs root and an interpreter that an unprivileged user can run")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not _can_run_as_nobody(),
+    reason="needs root and an interpreter that an unprivileged user can run",
+)
 def test_non_root_callers_are_refused_not_run_unsafely():
-    script = "from sandbox import verify_code\nv = verify_code('print(1)', [{'input': '', 'output': '1'}])\nprint(v.reason)\nprint(v.detail)\n"
+    script = (
+        "from sandbox import verify_code\nv = verify_code('print(1)', [{'input': '', 'output': "
+        "'1'}])\nprint(v.reason)\nprint(v.detail)\n"
+    )
     proc = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script],
-        capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(ROOT)}, cwd="/tmp",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(ROOT)},
+        cwd="/tmp",
     )
     lines = proc.stdout.splitlines()
     assert lines[0] == "sandbox_error", proc.stderr

@@ -5,6 +5,7 @@ for something the program did) and the host's state afterwards: no canary read (
 file, a variable in the caller's environment, a key in the caller's session keyring), no process
 left, nothing left in the host's temporary directory.
 """
+
 import ctypes
 import os
 import secrets
@@ -85,7 +86,7 @@ def verdict(grader, program, tests, **options):
     return v
 
 
-SCAN = r'''
+SCAN = r"""
 import os
 SECRETS = [a + b for a, b in {parts!r}]  # built here: the program text holds only halves
 found = []
@@ -110,11 +111,14 @@ try:
     look(open("/proc/keys", "rb").read(), "keys")
 except OSError:
     pass
-'''
+"""
 
 
 # ---- 1. assert-style tests ---------------------------------------------------------------------
-ASSERT_TESTS = [{"testtype": "assert", "code": "assert add(2, 3) == 5"}, {"testtype": "assert", "code": "assert add(-1, 1) == 0"}]
+ASSERT_TESTS = [
+    {"testtype": "assert", "code": "assert add(2, 3) == 5"},
+    {"testtype": "assert", "code": "assert add(-1, 1) == 0"},
+]
 
 
 def test_honest_assert_solution_passes(grader):
@@ -122,7 +126,10 @@ def test_honest_assert_solution_passes(grader):
 
 
 def test_always_equal_object_fails_assert_tests(grader):
-    program = "class E:\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n        return False\ndef add(a, b):\n    return E()"
+    program = (
+        "class E:\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n        return "
+        "False\ndef add(a, b):\n    return E()"
+    )
     assert verdict(grader, program, ASSERT_TESTS).reason == "wrong_answer"
 
 
@@ -134,7 +141,7 @@ def test_exiting_early_with_status_zero_is_not_a_pass(grader):
 
 
 def test_frame_walking_finds_no_completion_marker_or_expected_values(grader):
-    program = r'''
+    program = r"""
 import gc, sys
 def add(a, b):
     seen = []
@@ -149,7 +156,7 @@ def add(a, b):
         if isinstance(obj, str) and "assert add" in obj:
             return obj
     return None
-'''
+"""
     v = verdict(grader, program, ASSERT_TESTS)
     assert v.reason == "wrong_answer"
 
@@ -157,11 +164,15 @@ def add(a, b):
 def test_the_test_code_is_not_in_the_programs_sandbox(grader):
     marker = secrets.token_hex(8)
     tests = [{"testtype": "assert", "code": f"assert add(1, 2) == 3, '{marker}'"}]
-    program = SCAN.format(parts=halves([marker])) + MEMORY + r'''
+    program = (
+        SCAN.format(parts=halves([marker]))
+        + MEMORY
+        + r"""
 def add(a, b):
     scan_memory()
     return 3 if not found else -1
-'''
+"""
+    )
     assert verdict(grader, program, tests).correct  # nothing found: the honest answer passes
 
 
@@ -182,18 +193,37 @@ def test_self_chosen_exit_codes_signals_and_stderr_are_runtime_errors(grader):
 
 def test_enormous_numbers_where_a_number_is_expected(grader):
     start = time.perf_counter()
-    assert verdict(grader, "import sys\nsys.stdout.write('9' * 900_000)", [{"input": "", "output": "5"}]).reason == "wrong_answer"
-    assert verdict(grader, "def f():\n    return 10 ** 1_000_000", [{"args": [], "expected": 5}], fn_name="f").reason == "wrong_answer"
-    assert verdict(grader, "def f():\n    return 1e308 * 10", [{"args": [], "expected": 10**400}], fn_name="f").reason == "wrong_answer"
-    assert verdict(grader, "def f(xs):\n    return 10 ** 500", [{"args": [[-4, 0, 1]], "expected": 2.0}], fn_name="f", compare={"rule": "evalplus", "oracle": "find_zero", "atol": 1e-4}).reason == "wrong_answer"
+    assert (
+        verdict(grader, "import sys\nsys.stdout.write('9' * 900_000)", [{"input": "", "output": "5"}]).reason
+        == "wrong_answer"
+    )
+    assert (
+        verdict(grader, "def f():\n    return 10 ** 1_000_000", [{"args": [], "expected": 5}], fn_name="f").reason
+        == "wrong_answer"
+    )
+    assert (
+        verdict(grader, "def f():\n    return 1e308 * 10", [{"args": [], "expected": 10**400}], fn_name="f").reason
+        == "wrong_answer"
+    )
+    assert (
+        verdict(
+            grader,
+            "def f(xs):\n    return 10 ** 500",
+            [{"args": [[-4, 0, 1]], "expected": 2.0}],
+            fn_name="f",
+            compare={"rule": "evalplus", "oracle": "find_zero", "atol": 1e-4},
+        ).reason
+        == "wrong_answer"
+    )
     assert time.perf_counter() - start < 20
 
 
 def test_forged_bytes_on_the_result_channel(grader):
     forgeries = [
-        "os.write(4, b'SR' + b'V' + b'\\xff\\xff\\xff\\xff')",                 # absurd length
-        "os.write(4, b'SRV' + (6).to_bytes(4, 'big') + b'\\x01\\x0a\\xff\\xff\\xff\\x7f' + bytes(4))",  # count beyond data
-        "os.write(4, b'SRV' + (4).to_bytes(4, 'big') + b'\\x01\\x0a\\x01' + b'\\x0a' + bytes(4))",    # truncated
+        "os.write(4, b'SR' + b'V' + b'\\xff\\xff\\xff\\xff')",  # absurd length
+        # count beyond data
+        "os.write(4, b'SRV' + (6).to_bytes(4, 'big') + b'\\x01\\x0a\\xff\\xff\\xff\\x7f' + bytes(4))",
+        "os.write(4, b'SRV' + (4).to_bytes(4, 'big') + b'\\x01\\x0a\\x01' + b'\\x0a' + bytes(4))",  # truncated
         "os.write(4, b'garbage' * 1000)",
         "os.write(4, b'SRV' + (203).to_bytes(4, 'big') + b'\\x01' + b'\\x0a\\x01' * 101 + bytes(4))",  # too deep
         "os.write(4, b'SRE' + (10 ** 6).to_bytes(4, 'big'))",
@@ -209,7 +239,10 @@ def test_a_forged_correct_looking_answer_still_has_to_be_correct(grader):
 
     blob = encode(42)
     # inside the call the child has already said S: the forgery says "returned" and a value
-    program = f"import os, time\ndef f(x):\n    os.write(4, b'RV' + ({len(blob)}).to_bytes(4, 'big') + {blob!r} + bytes(4))\n    time.sleep(30)"
+    program = (
+        f"import os, time\ndef f(x):\n    os.write(4, b'RV' + ({len(blob)}).to_bytes(4, 'big') + {blob!r} + "
+        "bytes(4))\n    time.sleep(30)"
+    )
     assert verdict(grader, program, [{"args": [1], "expected": 42}], fn_name="f").correct  # it knew the answer
     assert verdict(grader, program, [{"args": [1], "expected": 7}], fn_name="f").reason == "wrong_answer"
 
@@ -219,14 +252,23 @@ def test_later_programs_find_nothing_of_earlier_ones(grader):
     marker = secrets.token_hex(10)
     first = grader.verify(f"```python\nSECRET = '{marker}'\nprint(SECRET)\n```", [{"input": "", "output": marker}])
     assert first.correct
-    grader.verify("def add(a, b):\n    return a + b", [{"testtype": "assert", "code": f"assert add(1, 1) == 2, '{marker}'"}])
-    probe = SCAN.format(parts=halves([marker])) + MEMORY + "scan_memory()\nprint('CLEAN' if not found else 'LEAK ' + ' '.join(found))\n"
+    grader.verify(
+        "def add(a, b):\n    return a + b", [{"testtype": "assert", "code": f"assert add(1, 1) == 2, '{marker}'"}]
+    )
+    probe = (
+        SCAN.format(parts=halves([marker]))
+        + MEMORY
+        + "scan_memory()\nprint('CLEAN' if not found else 'LEAK ' + ' '.join(found))\n"
+    )
     for _ in range(3):  # whichever judge and zygote the pool picks
         assert verdict(grader, probe, [{"input": "", "output": "CLEAN"}]).correct
 
 
 def test_canaries_in_files_environment_and_keyring_are_out_of_reach(grader):
-    probe = SCAN.format(parts=halves(SECRETS)) + MEMORY + r'''
+    probe = (
+        SCAN.format(parts=halves(SECRETS))
+        + MEMORY
+        + r"""
 import ctypes
 scan_memory()
 libc = ctypes.CDLL(None, use_errno=True)
@@ -237,7 +279,8 @@ for keyring in (-3, -4, -5, -6):  # session, user, user-session, group
 if libc.syscall(250, 1, None) >= 0:  # join a session keyring
     found.append("keyctl allowed")
 print("CLEAN" if not found else "LEAK " + " ".join(found))
-'''
+"""
+    )
     assert verdict(grader, probe, [{"input": "", "output": "CLEAN"}]).correct
 
 
@@ -251,7 +294,7 @@ def test_sandbox_uids_are_fresh_for_every_submission(grader):
 
 # ---- 4. limits hold for the whole sandbox ----------------------------------------------------------
 def test_memory_is_limited_across_forked_processes(grader):
-    program = r'''
+    program = r"""
 import os, time
 children = []
 for _ in range(12):
@@ -266,15 +309,20 @@ for _ in range(12):
 for pid in children:
     os.waitpid(pid, 0)
 print("done")
-'''
-    v = verdict(grader, program, [{"input": "", "output": "done"}], limits={"memory_mb": 256, "time_s": 10, "processes": 32})
+"""
+    v = verdict(
+        grader, program, [{"input": "", "output": "done"}], limits={"memory_mb": 256, "time_s": 10, "processes": 32}
+    )
     assert not v.correct, v
     # with a cgroup the sandbox's memory is one budget: the kernel's OOM count says memory_limit
     assert v.reason == "memory_limit" or "no cgroup" in v.detail, v
 
 
 def test_scratch_files_are_capped_and_scratch_must_be_positive(grader):
-    program = "import os\nn = 0\ntry:\n    while n < 200000:\n        open(f'/tmp/f{n}', 'w').close()\n        n += 1\nexcept OSError:\n    pass\nprint(n)"
+    program = (
+        "import os\nn = 0\ntry:\n    while n < 200000:\n        open(f'/tmp/f{n}', 'w').close()\n        n += "
+        "1\nexcept OSError:\n    pass\nprint(n)"
+    )
     v = verdict(grader, program, [{"input": "", "output": "x"}], limits={"scratch_mb": 1, "scratch_files": 500})
     created = int(v.detail.rsplit("got '", 1)[1].rstrip("'"))
     assert created < 500
@@ -295,29 +343,48 @@ def test_limits_beyond_the_machine_are_refused_up_front():
 # ---- 5. deadlines do not depend on the program --------------------------------------------------------
 def test_a_program_that_never_reads_its_large_input_times_out_at_its_limit(grader):
     start = time.perf_counter()
-    v = verdict(grader, "import time\ntime.sleep(60)", [{"input": "x" * (50 << 20), "output": "1"}], limits={"time_s": 1})
+    v = verdict(
+        grader, "import time\ntime.sleep(60)", [{"input": "x" * (50 << 20), "output": "1"}], limits={"time_s": 1}
+    )
     assert v.reason == "time_limit" and time.perf_counter() - start < 10
 
 
 def test_a_program_that_blocks_before_reading_call_arguments(grader):
     start = time.perf_counter()
-    v = verdict(grader, "import time\ntime.sleep(60)\ndef f(x):\n    return x", [{"args": ["y" * (20 << 20)], "expected": 1}], fn_name="f", limits={"time_s": 1})
+    v = verdict(
+        grader,
+        "import time\ntime.sleep(60)\ndef f(x):\n    return x",
+        [{"args": ["y" * (20 << 20)], "expected": 1}],
+        fn_name="f",
+        limits={"time_s": 1},
+    )
     assert v.reason in ("time_limit", "runtime_error") and time.perf_counter() - start < 15
 
 
 def test_set_oracle_on_a_huge_list_is_linear(grader):
     start = time.perf_counter()
-    v = verdict(grader, "def f():\n    return list(range(60000))", [{"args": [], "expected": list(range(59999))}], fn_name="f", compare={"rule": "evalplus", "oracle": "set"})
+    v = verdict(
+        grader,
+        "def f():\n    return list(range(60000))",
+        [{"args": [], "expected": list(range(59999))}],
+        fn_name="f",
+        compare={"rule": "evalplus", "oracle": "set"},
+    )
     assert v.reason == "wrong_answer" and time.perf_counter() - start < 10
     crafted = "def f():\n    return [k * (2 ** 61 - 1) for k in range(60000)]"
     start = time.perf_counter()
-    assert verdict(grader, crafted, [{"args": [], "expected": [0]}], fn_name="f", compare={"rule": "evalplus", "oracle": "set"}).reason == "wrong_answer"
+    assert (
+        verdict(
+            grader, crafted, [{"args": [], "expected": [0]}], fn_name="f", compare={"rule": "evalplus", "oracle": "set"}
+        ).reason
+        == "wrong_answer"
+    )
     assert time.perf_counter() - start < 10
 
 
 # ---- 6. kernel surface --------------------------------------------------------------------------------
 def test_system_calls_a_test_never_needs_are_refused(grader):
-    probe = r'''
+    probe = r"""
 import ctypes, os, socket, errno
 libc = ctypes.CDLL(None, use_errno=True)
 open_ = []
@@ -345,13 +412,13 @@ for family in (socket.AF_INET, socket.AF_INET6, 40, socket.AF_NETLINK, socket.AF
         pass
 a, b = socket.socketpair()
 print("SEALED" if not open_ else "OPEN " + " ".join(open_))
-'''
+"""
     v = verdict(grader, probe, [{"input": "", "output": "SEALED"}])
     assert v.correct, v.detail
 
 
 def test_scratch_is_fresh_for_every_test_and_the_program_read_only(grader):
-    program = r'''
+    program = r"""
 import os
 seen = os.path.exists("/tmp/marker")
 open("/tmp/marker", "w").write("x")
@@ -361,13 +428,13 @@ try:
 except OSError:
     tampered = False
 print("fresh" if not seen and not tampered else "stale")
-'''
+"""
     v = verdict(grader, program, [{"input": "", "output": "fresh"}] * 3)
     assert v.correct, v.detail
 
 
 def test_a_compiled_program_cannot_replace_its_binary_for_later_tests(grader):
-    program = r'''
+    program = r"""
 #include <cstdio>
 #include <cstdlib>
 int main() {
@@ -378,7 +445,7 @@ int main() {
     if (h) fclose(h);
     return 0;
 }
-'''
+"""
     v = grader.verify(f"```cpp\n{program}\n```", [{"input": "", "output": "fresh"}] * 3, language="cpp")
     assert v.correct, v.detail
 
@@ -386,7 +453,10 @@ int main() {
 # ---- 7. and the classes already contained --------------------------------------------------------------
 def test_fork_bomb_daemons_and_floods_leave_nothing_behind(grader):
     cases = {
-        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass": ("time_limit", "runtime_error"),
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass": (
+            "time_limit",
+            "runtime_error",
+        ),
         "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(300)\nprint(1)": ("ok",),
         "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)": ("output_limit",),
         "import sys\nwhile True:\n    sys.stderr.write('x' * 65536)": ("output_limit",),
@@ -398,7 +468,7 @@ def test_fork_bomb_daemons_and_floods_leave_nothing_behind(grader):
 
 
 def test_host_escapes_stay_closed(grader):
-    probe = r'''
+    probe = r"""
 import os, socket
 bad = []
 for path in ("/proc/1/root/etc/shadow", "/proc/1/root/root", "/home", "/root/.ssh", "/etc/shadow"):
@@ -418,7 +488,7 @@ try:
 except OSError:
     pass
 print("CLOSED" if not bad else " ".join(bad))
-'''
+"""
     assert verdict(grader, probe, [{"input": "", "output": "CLOSED"}]).correct
 
 
@@ -442,7 +512,10 @@ def test_network_and_loopback_listener_are_unreachable(grader):
     listener.listen(1)
     port = listener.getsockname()[1]
     try:
-        probe = f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    print('REACHED')\nexcept OSError:\n    print('BLOCKED')"
+        probe = (
+            f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    "
+            "print('REACHED')\nexcept OSError:\n    print('BLOCKED')"
+        )
         assert verdict(grader, probe, [{"input": "", "output": "BLOCKED"}]).correct
         listener.settimeout(0.2)
         with pytest.raises(socket.timeout):

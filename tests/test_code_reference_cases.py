@@ -1,4 +1,5 @@
 """The 22 labelled code cases of the verifier survey, with the host-side checks they name."""
+
 import os
 import socket
 import tempfile
@@ -10,6 +11,11 @@ import pytest
 from code_helpers import CASES, allowed_reasons, case_item, sandbox_processes, zombies
 
 from sandbox import CodeGrader
+
+
+def verify_item(grader, item):
+    keys = ("fn_name", "language", "limits", "compare")
+    return grader.verify(item["completion"], item["tests"], **{k: item[k] for k in keys})
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +58,15 @@ def test_case(grader, index, monkeypatch):
                     return
 
         threading.Thread(target=accept, daemon=True).start()
-    escape_paths = [Path(tempfile.gettempdir()) / "escape_canary", Path.home() / "escape_canary", Path(os.getcwd()).parent / "escape_canary"]
+    escape_paths = [
+        Path(tempfile.gettempdir()) / "escape_canary",
+        Path.home() / "escape_canary",
+        Path(os.getcwd()).parent / "escape_canary",
+    ]
     judge_pids = grader.pool.pids()
     try:
         start = time.monotonic()
-        verdict = grader.verify(item["completion"], item["tests"], fn_name=item["fn_name"], language=item["language"], limits=item["limits"], compare=item["compare"])
+        verdict = verify_item(grader, item)
         took = time.monotonic() - start
     finally:
         if canary is not None:
@@ -95,6 +105,6 @@ def test_nothing_runs_after_a_verdict_given_while_calls_were_pending(grader):
     raced in about one verdict in seven before the zygote emptied the cgroup before replying)."""
     item = case_item(next(c for c in CASES if c["class"] == "functional/always_equal_object"))
     for _ in range(30):
-        verdict = grader.verify(item["completion"], item["tests"], fn_name=item["fn_name"], language=item["language"], limits=item["limits"], compare=item["compare"])
+        verdict = verify_item(grader, item)
         assert verdict.reason == "wrong_answer"
         assert not sandbox_processes() and not zombies()

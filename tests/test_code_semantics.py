@@ -1,4 +1,5 @@
 """What the code verifier computes: extraction, comparison rules, functional calls, languages."""
+
 import gzip
 import json
 
@@ -17,7 +18,10 @@ from sandbox.code.limits import Limits
 from sandbox.code.testcases import BadTests, normalize_tests
 
 PY = LANGUAGES["python"]
-LCB = {json.loads(line)["id"]: json.loads(line) for line in gzip.open(ROOT / "harness" / "data" / "code" / "livecodebench_v5_2408_2502.jsonl.gz", "rt")}
+LCB = {
+    json.loads(line)["id"]: json.loads(line)
+    for line in gzip.open(ROOT / "harness" / "data" / "code" / "livecodebench_v5_2408_2502.jsonl.gz", "rt")
+}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +48,9 @@ def test_stray_empty_fence_before_a_tagged_block():
 def test_untagged_block_and_other_language_blocks():
     assert extract_program("```\nprint(3)\n```", PY).strip() == "print(3)"
     assert extract_program("```cpp\nint main(){}\n```\n```python\nx=1\n```", PY).strip() == "x=1"
-    assert extract_program("```python\nx=1\n```\n```cpp\nint main(){}\n```", get_language("cpp")).strip() == "int main(){}"
+    assert (
+        extract_program("```python\nx=1\n```\n```cpp\nint main(){}\n```", get_language("cpp")).strip() == "int main(){}"
+    )
 
 
 def test_whole_completion_if_it_parses_else_no_code():
@@ -66,7 +72,7 @@ def test_opt_in_float_tolerance_property(x, eps):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(-10**40, 10**40))
+@given(st.integers(-(10**40), 10**40))
 def test_integers_are_exact(n):
     assert stdout_matches(str(n), str(n))[0]
     assert not stdout_matches(str(n + 1), str(n))[0]
@@ -104,11 +110,13 @@ def test_test_formats():
 
 
 def test_reasons_are_the_documented_ones(grader):
-    verdicts = grader.verify_batch([
-        {"completion": "print(1)", "tests": [{"input": "", "output": "1"}]},
-        {"completion": "no code here at all, sorry", "tests": [{"input": "", "output": "1"}]},
-        {"completion": "```python\ndef f(:\n```", "tests": [{"input": "", "output": "1"}]},
-    ])
+    verdicts = grader.verify_batch(
+        [
+            {"completion": "print(1)", "tests": [{"input": "", "output": "1"}]},
+            {"completion": "no code here at all, sorry", "tests": [{"input": "", "output": "1"}]},
+            {"completion": "```python\ndef f(:\n```", "tests": [{"input": "", "output": "1"}]},
+        ]
+    )
     assert [v.reason for v in verdicts] == ["ok", "no_code", "compile_error"]
     assert all(v.reason in CODE_REASONS for v in verdicts)
 
@@ -118,7 +126,14 @@ def test_livecodebench_honest_solutions_pass(grader):
     items = []
     for key, source in SOLUTIONS.items():
         row = LCB[key]
-        items.append({"completion": f"Here is my solution.\n```python\n{source}```", "tests": row["tests"], "fn_name": row["metadata"].get("func_name"), "starter_code": row["starter_code"]})
+        items.append(
+            {
+                "completion": f"Here is my solution.\n```python\n{source}```",
+                "tests": row["tests"],
+                "fn_name": row["metadata"].get("func_name"),
+                "starter_code": row["starter_code"],
+            }
+        )
     for key, source in CPP_SOLUTIONS.items():
         items.append({"completion": f"```cpp\n{source}```", "tests": LCB[key]["tests"], "language": "cpp"})
     verdicts = grader.verify_batch(items)
@@ -130,9 +145,17 @@ def test_livecodebench_wrong_solutions_fail(grader):
     items = []
     for key, source in SOLUTIONS.items():
         row = LCB[key]
-        broken = source.replace("print(", "print(1+0*") if "print(" in source else source.replace("return ", "return 1 + ")
+        broken = (
+            source.replace("print(", "print(1+0*") if "print(" in source else source.replace("return ", "return 1 + ")
+        )
         broken = broken.replace("print(1+0*", "print('x', ") if broken == source else broken
-        items.append({"completion": f"```python\n{broken}```", "tests": row["tests"], "fn_name": row["metadata"].get("func_name")})
+        items.append(
+            {
+                "completion": f"```python\n{broken}```",
+                "tests": row["tests"],
+                "fn_name": row["metadata"].get("func_name"),
+            }
+        )
     verdicts = grader.verify_batch(items)
     assert not any(v.correct for v in verdicts)
 
@@ -141,29 +164,43 @@ def test_functional_class_solution_and_module_function(grader):
     tests = [{"input": "2\n3", "output": "5", "testtype": "functional"}]
     cls = "class Solution:\n    def add(self, a, b):\n        return a + b\n"
     fn = "def add(a, b):\n    return a + b\n"
-    verdicts = grader.verify_batch([
-        {"completion": cls, "tests": tests, "fn_name": "add"},
-        {"completion": fn, "tests": tests, "fn_name": "add"},
-        {"completion": "def other(a, b):\n    return a + b\n", "tests": tests, "fn_name": "add"},
-    ])
+    verdicts = grader.verify_batch(
+        [
+            {"completion": cls, "tests": tests, "fn_name": "add"},
+            {"completion": fn, "tests": tests, "fn_name": "add"},
+            {"completion": "def other(a, b):\n    return a + b\n", "tests": tests, "fn_name": "add"},
+        ]
+    )
     assert [v.reason for v in verdicts] == ["ok", "ok", "runtime_error"]
 
 
 def test_starter_code_is_prepended_for_body_only_completions(grader):
     starter = "def add(a, b):\n"
-    verdict = grader.verify("    return a + b\n", [{"args": [1, 2], "expected": 3}], fn_name="add", starter_code=starter)
+    verdict = grader.verify(
+        "    return a + b\n", [{"args": [1, 2], "expected": 3}], fn_name="add", starter_code=starter
+    )
     assert verdict.correct, verdict
 
 
 def test_functional_returns_are_serialised_and_compared_outside(grader):
     tests = [{"args": [2], "expected": [2, 4]}]
-    verdicts = grader.verify_batch([
-        {"completion": "def f(x):\n    return (x, 2 * x)\n", "tests": tests, "fn_name": "f"},
-        {"completion": "import numpy\ndef f(x):\n    return [x, 2 * x]\n", "tests": tests, "fn_name": "f"},
-        {"completion": "def f(x):\n    return {x, 2 * x}\n", "tests": tests, "fn_name": "f"},
-        {"completion": "def f(x):\n    print('debug noise')\n    return [x, 2 * x]\n", "tests": tests, "fn_name": "f"},
-        {"completion": "def f(x):\n    return 3 ** 20000\n", "tests": [{"args": [1], "expected_json": str(3 ** 20000) if False else "1"}], "fn_name": "f"},
-    ])
+    verdicts = grader.verify_batch(
+        [
+            {"completion": "def f(x):\n    return (x, 2 * x)\n", "tests": tests, "fn_name": "f"},
+            {"completion": "import numpy\ndef f(x):\n    return [x, 2 * x]\n", "tests": tests, "fn_name": "f"},
+            {"completion": "def f(x):\n    return {x, 2 * x}\n", "tests": tests, "fn_name": "f"},
+            {
+                "completion": "def f(x):\n    print('debug noise')\n    return [x, 2 * x]\n",
+                "tests": tests,
+                "fn_name": "f",
+            },
+            {
+                "completion": "def f(x):\n    return 3 ** 20000\n",
+                "tests": [{"args": [1], "expected_json": str(3**20000) if False else "1"}],
+                "fn_name": "f",
+            },
+        ]
+    )
     # a tuple is not a list (Python's ==); numpy is importable; sets and noise as before
     assert [v.reason for v in verdicts] == ["wrong_answer", "ok", "wrong_answer", "ok", "wrong_answer"]
 
@@ -173,11 +210,13 @@ def test_huge_integer_results_compare_exactly(grader):
 
     sys.set_int_max_str_digits(0)
     try:
-        expected = str(3 ** 20000)
+        expected = str(3**20000)
     finally:
         sys.set_int_max_str_digits(4300)
     good = grader.verify("def f(x):\n    return 3 ** x\n", [{"args": [20000], "expected_json": expected}], fn_name="f")
-    bad = grader.verify("def f(x):\n    return 3 ** x + 1\n", [{"args": [20000], "expected_json": expected}], fn_name="f")
+    bad = grader.verify(
+        "def f(x):\n    return 3 ** x + 1\n", [{"args": [20000], "expected_json": expected}], fn_name="f"
+    )
     assert good.correct and bad.reason == "wrong_answer"
 
 
@@ -192,12 +231,34 @@ def test_stop_at_first_failure_and_partial_reward(grader):
 
 
 def test_cpp_language_path(grader):
-    ok = grader.verify("```cpp\n#include <iostream>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a*b<<std::endl;}\n```", [{"input": "6 7", "output": "42"}], language="cpp")
+    ok = grader.verify(
+        "```cpp\n#include <iostream>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a*b<<std::endl;}\n```",
+        [{"input": "6 7", "output": "42"}],
+        language="cpp",
+    )
     ce = grader.verify("```cpp\nint main( { return 0 }\n```", [{"input": "", "output": ""}], language="cpp")
-    rte = grader.verify("```cpp\n#include <cstdlib>\nint main(){ abort(); }\n```", [{"input": "", "output": ""}], language="cpp")
-    tle = grader.verify("```cpp\nint main(){ volatile long x=0; while(true) x++; }\n```", [{"input": "", "output": ""}], language="cpp", limits={"time_s": 1})
-    mle = grader.verify("```cpp\n#include <vector>\nint main(){ std::vector<char> v; for(;;) v.resize(v.size()*2+1024); }\n```", [{"input": "", "output": ""}], language="cpp", limits={"memory_mb": 128})
-    assert [v.reason for v in (ok, ce, rte, tle, mle)] == ["ok", "compile_error", "runtime_error", "time_limit", "memory_limit"]
+    rte = grader.verify(
+        "```cpp\n#include <cstdlib>\nint main(){ abort(); }\n```", [{"input": "", "output": ""}], language="cpp"
+    )
+    tle = grader.verify(
+        "```cpp\nint main(){ volatile long x=0; while(true) x++; }\n```",
+        [{"input": "", "output": ""}],
+        language="cpp",
+        limits={"time_s": 1},
+    )
+    mle = grader.verify(
+        "```cpp\n#include <vector>\nint main(){ std::vector<char> v; for(;;) v.resize(v.size()*2+1024); }\n```",
+        [{"input": "", "output": ""}],
+        language="cpp",
+        limits={"memory_mb": 128},
+    )
+    assert [v.reason for v in (ok, ce, rte, tle, mle)] == [
+        "ok",
+        "compile_error",
+        "runtime_error",
+        "time_limit",
+        "memory_limit",
+    ]
 
 
 def test_cpu_and_wall_limits_are_both_enforced(grader):
@@ -227,7 +288,10 @@ def test_prelude_supplies_imports_and_is_not_reported_as_the_model_program(grade
 
 
 def test_prelude_goes_after_future_imports(grader):
-    program = "```python\nfrom __future__ import annotations\nclass Solution:\n    def total(self, nums: List[int]) -> int:\n        return sum(nums)\n```"
+    program = (
+        "```python\nfrom __future__ import annotations\nclass Solution:\n    def total(self, nums: List[int]) "
+        "-> int:\n        return sum(nums)\n```"
+    )
     verdict = grader.verify(program, TYPED_TESTS, fn_name="total", prelude="from typing import *")
     assert verdict.correct, verdict.detail
 

@@ -1,5 +1,6 @@
 """The typed result encoding: faithful round trips, and a decoder that survives any bytes in
 bounded time and memory (results come from the program's process)."""
+
 import math
 import random
 import time
@@ -13,11 +14,27 @@ from hypothesis import strategies as st
 from sandbox.code.decoding import Decoder, decode, plain_encoded, safe_set, shallow_is_floats
 from sandbox.code.values import SET, Encoder, MalformedValue, Opaque, Unencodable, _varuint, encode
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-(10**400), 10**400), st.floats(allow_nan=False), st.text(), st.binary(), st.complex_numbers(allow_nan=False))
-hashables = st.recursive(scalars, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=4), max_leaves=8)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(-(10**400), 10**400),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.binary(),
+    st.complex_numbers(allow_nan=False),
+)
+hashables = st.recursive(
+    scalars, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=4), max_leaves=8
+)
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=12) | st.tuples(inner, inner) | st.sets(hashables, max_size=6) | st.dictionaries(hashables, inner, max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=12)
+        | st.tuples(inner, inner)
+        | st.sets(hashables, max_size=6)
+        | st.dictionaries(hashables, inner, max_size=6)
+    ),
     max_leaves=25,
 )
 
@@ -42,7 +59,20 @@ def test_round_trip_keeps_every_type(value):
 
 
 def test_types_json_loses_are_kept():
-    for value in [(1, 2), [1, 2], True, 1, 1.0, {1, 2}, frozenset({1}), {1: "a", (2, 3): None}, b"\x00", bytearray(b"x"), 3 + 4j, None]:
+    for value in [
+        (1, 2),
+        [1, 2],
+        True,
+        1,
+        1.0,
+        {1, 2},
+        frozenset({1}),
+        {1: "a", (2, 3): None},
+        b"\x00",
+        bytearray(b"x"),
+        3 + 4j,
+        None,
+    ]:
         assert same(decode(encode(value)), value), value
     assert encode((1, 2)) != encode([1, 2]) and encode(True) != encode(1) and encode(1) != encode(1.0)
     assert math.isnan(decode(encode(float("nan"))))
@@ -50,7 +80,7 @@ def test_types_json_loses_are_kept():
 
 
 def test_huge_integers_travel_as_bytes_not_text():
-    big = 7 ** 2_000_000  # ~1.7 million digits: str() alone would take seconds
+    big = 7**2_000_000  # ~1.7 million digits: str() alone would take seconds
     start = time.perf_counter()
     assert decode(encode(big)) == big
     assert time.perf_counter() - start < 1.0
@@ -135,12 +165,26 @@ def test_streamed_encoding_is_the_same_bytes():
     assert b"".join(parts) + rest == encode(value)
 
 
-@pytest.mark.parametrize("data", [
-    b"", b"\x01", b"\x02\x00", b"\x01\x0a\xff\xff\xff\xff\x0f", b"\x01\x03\x05\x00", b"\x01\x0a\x02\x00",
-    b"\x01\x0c\x02\x0a\x00\x0a\x00", b"\x01\x13\x00", b"\x01\x14\x05\x00", b"\x01\x07\x02\xff\xfe", b"\x01\x00\x00",
-    b"\x01\x11\x07\x02<f8\x01\xff\xff\xff\xff\x0f\x08\x00", b"\x01\x10\x07\x03|O8\x08\x00", b"\x01\x16\x02zz" + b"\x00" * 16,
-    b"\x01" + b"\x0a\x01" * 1000 + b"\x00",
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x01",
+        b"\x02\x00",
+        b"\x01\x0a\xff\xff\xff\xff\x0f",
+        b"\x01\x03\x05\x00",
+        b"\x01\x0a\x02\x00",
+        b"\x01\x0c\x02\x0a\x00\x0a\x00",
+        b"\x01\x13\x00",
+        b"\x01\x14\x05\x00",
+        b"\x01\x07\x02\xff\xfe",
+        b"\x01\x00\x00",
+        b"\x01\x11\x07\x02<f8\x01\xff\xff\xff\xff\x0f\x08\x00",
+        b"\x01\x10\x07\x03|O8\x08\x00",
+        b"\x01\x16\x02zz" + b"\x00" * 16,
+        b"\x01" + b"\x0a\x01" * 1000 + b"\x00",
+    ],
+)
 def test_malformed_bytes_are_refused(data):
     with pytest.raises(MalformedValue):
         decode(data)
@@ -169,7 +213,17 @@ def test_element_budget_bounds_the_judges_memory():
 
 def test_random_corruptions_never_escape_as_other_errors():
     rng = random.Random(7)
-    seeds = [encode(v) for v in [[1, "a", (2.5, None)], {"k": [1, 2, {3}]}, list(range(50)), [1, 2.5] * 10, "text" * 20, {1: {2: (3, frozenset({4}))}}]]
+    seeds = [
+        encode(v)
+        for v in [
+            [1, "a", (2.5, None)],
+            {"k": [1, 2, {3}]},
+            list(range(50)),
+            [1, 2.5] * 10,
+            "text" * 20,
+            {1: {2: (3, frozenset({4}))}},
+        ]
+    ]
     for _ in range(3000):
         data = bytearray(rng.choice(seeds))
         for _ in range(rng.randint(1, 4)):
@@ -188,8 +242,16 @@ def test_random_corruptions_never_escape_as_other_errors():
 
 
 def test_is_floats_from_the_bytes():
-    assert shallow_is_floats(encode(1.5)) and shallow_is_floats(encode([1.0, 2.0])) and shallow_is_floats(encode([0.5] * 20))
-    assert not shallow_is_floats(encode([1.0, 2])) and not shallow_is_floats(encode([])) and not shallow_is_floats(encode(3))
+    assert (
+        shallow_is_floats(encode(1.5))
+        and shallow_is_floats(encode([1.0, 2.0]))
+        and shallow_is_floats(encode([0.5] * 20))
+    )
+    assert (
+        not shallow_is_floats(encode([1.0, 2]))
+        and not shallow_is_floats(encode([]))
+        and not shallow_is_floats(encode(3))
+    )
     assert not shallow_is_floats(encode([[1.0]])) and not shallow_is_floats(encode([1, 2.5] * 10))
     assert shallow_is_floats(encode(np.float64(1))) is None
 

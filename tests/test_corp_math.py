@@ -1,4 +1,5 @@
 """CoRP / RandOpt formulas against hand-computed values (ALGORITHMS.md §4.1, §5.4, §5.5)."""
+
 import math
 
 import numpy as np
@@ -7,9 +8,30 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.corp_ops import (KeySpace, best_sigma, cloud_stats, compare, compatibility, constructive_score, draw_population, elite_indices, ess,
-                               ess_temperature, gate_passes, local_amplitudes, paired_lcb, probe_accepts, regression_lambda, search_weights,
-                               softmax, split_half_overlap, target_ess, two_pass_merge, update_isotropic_share, zscore)
+from trainers.corp_ops import (
+    KeySpace,
+    best_sigma,
+    cloud_stats,
+    compare,
+    compatibility,
+    constructive_score,
+    draw_population,
+    elite_indices,
+    ess,
+    ess_temperature,
+    gate_passes,
+    local_amplitudes,
+    paired_lcb,
+    probe_accepts,
+    regression_lambda,
+    search_weights,
+    softmax,
+    split_half_overlap,
+    target_ess,
+    two_pass_merge,
+    update_isotropic_share,
+    zscore,
+)
 from trainers.perturb import Component, Perturber, merge_components, spec_from_json, spec_to_json
 
 
@@ -208,5 +230,7 @@ def test_noise_is_per_tensor_from_the_same_seed_and_sigma_is_absolute():
 
 
 def test_merge_components_sums_shared_axes_and_drops_zeros():
-    merged = merge_components([Component(2, 0.1, 1.0), Component(1, 0.1, 2.0), Component(2, 0.1, -1.0), Component(1, 0.2, 1.0)])
+    merged = merge_components(
+        [Component(2, 0.1, 1.0), Component(1, 0.1, 2.0), Component(2, 0.1, -1.0), Component(1, 0.2, 1.0)]
+    )
     assert merged == [Component(1, 0.1, 2.0), Component(1, 0.2, 1.0)]

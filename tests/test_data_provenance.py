@@ -1,4 +1,5 @@
 """Shipped benchmark files decompress to exactly the bytes listed in harness/data/SOURCES.md."""
+
 import gzip
 import hashlib
 import re

@@ -1,5 +1,6 @@
 """`rlvr demo` end to end at a small size (slow: it loads and trains the embedded model): every part
 prints its table and its one-line reading, and a second run resumes everything."""
+
 import pytest
 from eval_helpers import rlvr
 
@@ -16,4 +17,7 @@ def test_demo_runs_every_part_and_resumes(tmp_path):
     assert (tmp_path / "demo" / "ablate-templates-arith" / "table.md").exists()
     second = rlvr(*args, timeout=300)
     assert second.returncode == 0 and "step 1/1" not in second.stdout  # trained once, evaluated once
-    assert second.stdout.split("held-out arith")[1].split("\n")[0] == first.stdout.split("held-out arith")[1].split("\n")[0]
+    assert (
+        second.stdout.split("held-out arith")[1].split("\n")[0]
+        == first.stdout.split("held-out arith")[1].split("\n")[0]
+    )

@@ -1,15 +1,16 @@
 """RandOpt and CoRP mechanics on a tiny random model with the real tokenizer: voting, the population
 scorer, and 2-perturbation runs through ``rlvr train`` (tiny splits so the default suite stays fast)."""
+
 import json
 
 import numpy as np
 import pytest
 import torch
+from eval_helpers import rlvr
 from safetensors.torch import load_file
 
 from harness.benchmarks.problems import Problem
 from harness.grading import EvalGrader
-from eval_helpers import rlvr
 from trainers.population import Scored
 from trainers.randopt import ensemble, majority_vote
 
@@ -45,7 +46,11 @@ def test_ensemble_takes_the_voted_answers_own_verdict(grader):
     def model(answers, correct):
         return Scored(np.array(correct), answers, ["ok"] * 2, [f"\\boxed{{{a}}}" for a in answers])
 
-    specialists = [model(["3", "4"], [False, False]), model(["0.5", "3"], [True, True]), model(["1/2", "3"], [True, True])]
+    specialists = [
+        model(["3", "4"], [False, False]),
+        model(["0.5", "3"], [True, True]),
+        model(["1/2", "3"], [True, True]),
+    ]
     voted = ensemble(problems, specialists, 3, grader.same_answer)
     assert voted.correct.tolist() == [True, True] and voted.extracted == ["0.5", "3"]
     assert ensemble(problems, specialists, 1, grader.same_answer).correct.tolist() == [False, False]
@@ -76,13 +81,29 @@ TINY = ["--set", "support_size=4", "--set", "test_limit=4", "--set", "max_tokens
 
 def test_randopt_two_perturbations_end_to_end(tmp_path, tiny_model):
     out = tmp_path / "randopt"
-    result = rlvr("train", "randopt", "--config", "cpu-demo", "--model", tiny_model, "--population", "2", "--set", "top_k=[1, 2]", *TINY, "--out", str(out))
+    result = rlvr(
+        "train",
+        "randopt",
+        "--config",
+        "cpu-demo",
+        "--model",
+        tiny_model,
+        "--population",
+        "2",
+        "--set",
+        "top_k=[1, 2]",
+        *TINY,
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     assert set(report["test"]) == {"base", "top1", "ensemble_top2"}
     assert report["search_generations"] == 2 * 4 + 4 and report["test_generations"] == 3 * 4
     assert report["test"]["ensemble_top2"]["inference_passes_per_example"] == 2
-    assert 0 <= report["solution_density"]["density"] <= 1 and report["grading"]["math_verifier"].startswith("rlvr-math@")
+    assert 0 <= report["solution_density"]["density"] <= 1 and report["grading"]["math_verifier"].startswith(
+        "rlvr-math@"
+    )
     seeds = json.loads((out / "top_k_seeds.json").read_text())["specialists"]
     ranked = json.loads((out / "population.json").read_text())
     assert [s["seed"] for s in seeds] == [r["seed"] for r in ranked]
@@ -93,9 +114,40 @@ def test_randopt_two_perturbations_end_to_end(tmp_path, tiny_model):
 
 def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoint(tmp_path, tiny_model):
     out = tmp_path / "corp"
-    grid = ["--set", "q_grid=[0.5]", "--set", "beta_grid=[1.0]", "--set", "s_grid=[1.0, 4.0]", "--set", "eta_grid=[1.0]", "--set", "probe_alpha_grid=[1.0]",
-            "--set", "rounds=1", "--set", "local_population=2", "--set", "probe_size=4", "--set", "noise_cache_gb=1"]
-    result = rlvr("train", "corp", "--config", "cpu-demo", "--model", tiny_model, "--population", "2", *grid, *TINY, "--out", str(out))
+    grid = [
+        "--set",
+        "q_grid=[0.5]",
+        "--set",
+        "beta_grid=[1.0]",
+        "--set",
+        "s_grid=[1.0, 4.0]",
+        "--set",
+        "eta_grid=[1.0]",
+        "--set",
+        "probe_alpha_grid=[1.0]",
+        "--set",
+        "rounds=1",
+        "--set",
+        "local_population=2",
+        "--set",
+        "probe_size=4",
+        "--set",
+        "noise_cache_gb=1",
+    ]
+    result = rlvr(
+        "train",
+        "corp",
+        "--config",
+        "cpu-demo",
+        "--model",
+        tiny_model,
+        "--population",
+        "2",
+        *grid,
+        *TINY,
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     assert set(report["test"]) == {"base", "top1_reference", "stage1", "corp"}
@@ -105,7 +157,15 @@ def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoin
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert sum(line["event"] == "stage1_grid" for line in log) == 2
     (round_line,) = [line for line in log if line["event"] == "stage2_round"]
-    assert {"best_cs", "F_best", "G_best", "proposals_passing_gate", "accepted", "isotropic_share", "target_ess"} <= set(round_line)
+    assert {
+        "best_cs",
+        "F_best",
+        "G_best",
+        "proposals_passing_gate",
+        "accepted",
+        "isotropic_share",
+        "target_ess",
+    } <= set(round_line)
     # spec.json alone (base + seeds/σ/weights) rebuilds the merged checkpoint bit for bit
     from harness.backends.hf import load_model
     from trainers.perturb import Perturber, spec_from_json

@@ -1,5 +1,6 @@
 """`rlvr eval` end to end on the embedded model (CPU): files and fields, CIs, fingerprints,
 seeded reproducibility, resume after SIGKILL, regrade, compare, config files and user errors."""
+
 import json
 import os
 import signal
@@ -9,12 +10,37 @@ import time
 
 import pytest
 import yaml
-
 from conftest import ROOT
 from eval_helpers import SMALL, rlvr, samples, summary
 
-SAMPLE_FIELDS = {"id", "benchmark", "sample_idx", "prompt", "completion", "extracted", "correct", "reward", "reason", "finish_reason", "n_tokens", "seed", "template", "verifier"}
-BENCH_FIELDS = {"n_problems", "n_samples", "mean_at_n", "pass_at_k", "maj_at_k", "truncation_rate", "no_answer_rate", "timeout_rate", "length", "fingerprint"}
+SAMPLE_FIELDS = {
+    "id",
+    "benchmark",
+    "sample_idx",
+    "prompt",
+    "completion",
+    "extracted",
+    "correct",
+    "reward",
+    "reason",
+    "finish_reason",
+    "n_tokens",
+    "seed",
+    "template",
+    "verifier",
+}
+BENCH_FIELDS = {
+    "n_problems",
+    "n_samples",
+    "mean_at_n",
+    "pass_at_k",
+    "maj_at_k",
+    "truncation_rate",
+    "no_answer_rate",
+    "timeout_rate",
+    "length",
+    "fingerprint",
+}
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +83,19 @@ def test_run_writes_config_samples_and_summary(run_a):
 
 def test_identical_runs_share_fingerprint_and_samples_and_template_changes_it(run_a, tmp_path):
     out_a, _ = run_a
-    same = rlvr("eval", "--benchmarks", "gsm8k,humanevalplus", "--template", "qwen_math", *SMALL, "--out", str(tmp_path / "b"))
+    same = rlvr(
+        "eval", "--benchmarks", "gsm8k,humanevalplus", "--template", "qwen_math", *SMALL, "--out", str(tmp_path / "b")
+    )
     assert same.returncode == 0, same.stderr
     assert summary(tmp_path / "b")["fingerprint"] == summary(out_a)["fingerprint"]
     # per-sample seeds: the same command reproduces every completion
     key = lambda r: (r["id"], r["sample_idx"])  # noqa: E731
-    assert sorted((key(r), r["completion"]) for r in samples(tmp_path / "b")) == sorted((key(r), r["completion"]) for r in samples(out_a))
-    other = rlvr("eval", "--benchmarks", "gsm8k,humanevalplus", "--template", "r1", *SMALL, "--out", str(tmp_path / "c"))
+    assert sorted((key(r), r["completion"]) for r in samples(tmp_path / "b")) == sorted(
+        (key(r), r["completion"]) for r in samples(out_a)
+    )
+    other = rlvr(
+        "eval", "--benchmarks", "gsm8k,humanevalplus", "--template", "r1", *SMALL, "--out", str(tmp_path / "c")
+    )
     assert other.returncode == 0, other.stderr
     assert summary(tmp_path / "c")["fingerprint"] != summary(out_a)["fingerprint"]
     assert summary(tmp_path / "c")["protocol_fingerprint"] != summary(out_a)["protocol_fingerprint"]
@@ -94,9 +126,30 @@ def test_compare_reports_paired_difference(run_a):
 
 def test_sigkill_then_same_command_resumes_without_loss_or_regeneration(tmp_path):
     out = tmp_path / "killed"
-    args = [sys.executable, "-m", "harness.cli", "eval", "--benchmarks", "gsm8k", "--limit", "4", "--n", "2", "--temperature", "0.7",
-            "--max-tokens", "16", "--batch-size", "1", "--no-progress", "--out", str(out)]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    args = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "eval",
+        "--benchmarks",
+        "gsm8k",
+        "--limit",
+        "4",
+        "--n",
+        "2",
+        "--temperature",
+        "0.7",
+        "--max-tokens",
+        "16",
+        "--batch-size",
+        "1",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     path = out / "samples.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -180,10 +233,14 @@ def test_resume_regrades_samples_from_an_older_verifier(tmp_path):
     args = ["eval", "--benchmarks", "gsm8k", "--limit", "2", "--max-tokens", "16", "--no-progress", "--out", str(out)]
     assert rlvr(*args).returncode == 0
     original = samples(out)
-    tampered = [{**r, "verifier": "rlvr-math@0.0.1", "correct": not r["correct"], "reason": "tampered"} for r in original]
+    tampered = [
+        {**r, "verifier": "rlvr-math@0.0.1", "correct": not r["correct"], "reason": "tampered"} for r in original
+    ]
     (out / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tampered))
     again = rlvr(*args)
     assert again.returncode == 0 and "re-graded 2 stored samples graded by rlvr-math@0.0.1" in again.stdout
     restored = samples(out)
-    assert [(r["correct"], r["reason"], r["verifier"], r["completion"]) for r in restored] == [(r["correct"], r["reason"], r["verifier"], r["completion"]) for r in original]
+    assert [(r["correct"], r["reason"], r["verifier"], r["completion"]) for r in restored] == [
+        (r["correct"], r["reason"], r["verifier"], r["completion"]) for r in original
+    ]
     assert summary(out)["timings"]["samples_generated"] == 0

@@ -1,6 +1,7 @@
 """Generation backends: per-sample seeds, stop strings and finish reasons on the hf backend; the
 openai backend against a real local HTTP server (retries, backoff, concurrency, chat and
 completions, and sample-for-sample agreement with the hf backend); vLLM's guarded import."""
+
 import contextlib
 import os
 import subprocess
@@ -9,14 +10,14 @@ import time
 
 import httpx
 import pytest
-
 from conftest import ROOT
 from eval_helpers import rlvr, samples
+from server_helpers import free_port
+
 from harness.backends.base import GenerationRequest, SamplingParams, sample_seed
 from harness.errors import UserError
 from harness.models import embedded_model_dir
 from harness.templates import BUILTIN, render
-from server_helpers import free_port
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,9 @@ def hf():
 
 
 def test_sample_depends_only_on_its_seed_not_its_batch(hf):
-    prompts = [render(BUILTIN["chat"], q, "Answer briefly.") for q in ("What is 3+4?", "Name a prime.", "What is 10/2?")]
+    prompts = [
+        render(BUILTIN["chat"], q, "Answer briefly.") for q in ("What is 3+4?", "Name a prime.", "What is 10/2?")
+    ]
     params = SamplingParams(temperature=1.0, top_p=0.9, max_tokens=12)
     together = hf.generate([GenerationRequest(p, s) for p in prompts for s in (11, 12)], params)
     alone = hf.generate([GenerationRequest(prompts[1], 12)], params)[0]
@@ -46,7 +49,7 @@ def test_greedy_matches_transformers_generate(hf):
     mine = hf.generate([GenerationRequest(prompt, 0)], SamplingParams(max_tokens=20))[0]
     ids = torch.tensor([hf.encode(prompt)[1]])
     ref = hf.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=20, do_sample=False)
-    assert mine.token_ids == ref[0, ids.shape[1]:].tolist()
+    assert mine.token_ids == ref[0, ids.shape[1] :].tolist()
 
 
 def test_stop_strings_finish_reasons_and_token_counts(hf):
@@ -54,11 +57,17 @@ def test_stop_strings_finish_reasons_and_token_counts(hf):
     full = hf.generate([GenerationRequest(prompt, 0)], SamplingParams(max_tokens=16))[0]
     assert full.finish_reason == "length" and full.n_tokens == 16 and len(full.token_ids) == 16
     word = full.text.split()[2]
-    kept = hf.generate([GenerationRequest(prompt, 0)], SamplingParams(max_tokens=16, stop=(word,), include_stop=True))[0]
-    cut = hf.generate([GenerationRequest(prompt, 0)], SamplingParams(max_tokens=16, stop=(word,), include_stop=False))[0]
+    kept = hf.generate([GenerationRequest(prompt, 0)], SamplingParams(max_tokens=16, stop=(word,), include_stop=True))[
+        0
+    ]
+    cut = hf.generate([GenerationRequest(prompt, 0)], SamplingParams(max_tokens=16, stop=(word,), include_stop=False))[
+        0
+    ]
     assert kept.finish_reason == "stop" and kept.text.endswith(word) and kept.n_tokens < 16
     assert cut.text == kept.text[: -len(word)]
-    eos = hf.generate([GenerationRequest(render(BUILTIN["chat"], "Say only: yes", ""), 0)], SamplingParams(max_tokens=64))[0]
+    eos = hf.generate(
+        [GenerationRequest(render(BUILTIN["chat"], "Say only: yes", ""), 0)], SamplingParams(max_tokens=64)
+    )[0]
     assert eos.finish_reason == "stop" and eos.token_ids[-1] in hf.eos_ids
 
 
@@ -72,8 +81,13 @@ class OpenAIServer:
     def __init__(self, *args):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_server.py"), "--port", str(self.port), *args],
-                                     cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "openai_server.py"), "--port", str(self.port), *args],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.proc.stderr.read().decode()
@@ -103,9 +117,14 @@ def test_openai_backend_retries_limits_concurrency_and_sends_per_sample_seeds(se
     from harness.backends.openai_api import OpenAIBackend
 
     backend = OpenAIBackend("test-model", server.url + "/v1", concurrency=3, backoff_s=0.01)
-    requests = [GenerationRequest(f"question {i}", 1000 + i) for i in range(9)] + [GenerationRequest([{"role": "user", "content": "hi"}], 7)]
+    requests = [GenerationRequest(f"question {i}", 1000 + i) for i in range(9)] + [
+        GenerationRequest([{"role": "user", "content": "hi"}], 7)
+    ]
     out = backend.generate(requests, SamplingParams(temperature=0.7, max_tokens=32))
-    assert [g.text for g in out[:2]] == ["sample with seed 1000. The answer is \\boxed{1}.", "sample with seed 1001. The answer is \\boxed{2}."]
+    assert [g.text for g in out[:2]] == [
+        "sample with seed 1000. The answer is \\boxed{1}.",
+        "sample with seed 1001. The answer is \\boxed{2}.",
+    ]
     assert out[-1].text.startswith("sample with seed 7.") and out[-1].prompt == [{"role": "user", "content": "hi"}]
     assert all(g.finish_reason == "stop" and g.n_tokens == 8 for g in out)
     stats = server.stats()
@@ -132,8 +151,33 @@ def test_openai_backend_reports_client_errors_in_one_line(server):
 def test_eval_through_an_openai_server_matches_the_hf_backend(tmp_path, tiny_model):
     srv = OpenAIServer("--model", tiny_model)
     try:
-        common = ["--benchmarks", "gsm8k", "--limit", "2", "--n", "2", "--temperature", "0.9", "--max-tokens", "16", "--template", "r1", "--no-progress"]
-        remote = rlvr("eval", *common, "--backend", "openai", "--base-url", srv.url + "/v1", "--model", "smol", "--out", str(tmp_path / "remote"))
+        common = [
+            "--benchmarks",
+            "gsm8k",
+            "--limit",
+            "2",
+            "--n",
+            "2",
+            "--temperature",
+            "0.9",
+            "--max-tokens",
+            "16",
+            "--template",
+            "r1",
+            "--no-progress",
+        ]
+        remote = rlvr(
+            "eval",
+            *common,
+            "--backend",
+            "openai",
+            "--base-url",
+            srv.url + "/v1",
+            "--model",
+            "smol",
+            "--out",
+            str(tmp_path / "remote"),
+        )
         assert remote.returncode == 0, remote.stderr
         local = rlvr("eval", *common, "--backend", "hf", "--model", tiny_model, "--out", str(tmp_path / "local"))
         assert local.returncode == 0, local.stderr
@@ -142,8 +186,9 @@ def test_eval_through_an_openai_server_matches_the_hf_backend(tmp_path, tiny_mod
     key = lambda r: (r["id"], r["sample_idx"])  # noqa: E731
     remote_rows = sorted(samples(tmp_path / "remote"), key=key)
     local_rows = sorted(samples(tmp_path / "local"), key=key)
-    assert [(key(r), r["completion"], r["finish_reason"], r["n_tokens"], r["prompt"], r["correct"]) for r in remote_rows] == \
-           [(key(r), r["completion"], r["finish_reason"], r["n_tokens"], r["prompt"], r["correct"]) for r in local_rows]
+    assert [
+        (key(r), r["completion"], r["finish_reason"], r["n_tokens"], r["prompt"], r["correct"]) for r in remote_rows
+    ] == [(key(r), r["completion"], r["finish_reason"], r["n_tokens"], r["prompt"], r["correct"]) for r in local_rows]
 
 
 def test_vllm_backend_is_guarded():

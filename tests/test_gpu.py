@@ -1,17 +1,23 @@
 """GPU checks (``-m gpu``; skipped by default). Each runs one prepared script from benchmarks/
 on a CUDA machine with vLLM installed and asserts it succeeds."""
+
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.gpu
 
 
 def _run(script: str, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     print(result.stdout[-4000:])
     return result
 

@@ -1,6 +1,7 @@
 """Leaderboards from a results directory holding two protocols: separate tables (or one with
 --mix), Markdown/CSV linked to the runs, and the HTML page checked in a real headless Chromium
 (no console errors, expected rows, sorting, plots rendered; a screenshot is kept)."""
+
 import csv
 import json
 import os
@@ -9,9 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 from eval_helpers import rlvr
+
 from harness.errors import UserError
 from harness.fingerprint import fingerprints, protocol_fields
 from harness.leaderboard.build import build_leaderboard
@@ -23,15 +24,30 @@ ARTIFACTS = Path(os.environ.get("RLVR_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 def fake_run(folder: Path, model: str, template: str, n: int, accuracy: dict[str, float], seed: int = 0) -> Path:
     """A run directory whose summary comes from the real metric code on synthetic samples."""
     rng = random.Random(seed)
-    protocol = protocol_fields({"name": template, "hash": template[:4], "stop": [], "shots": 0},
-                               {"n": n, "temperature": 0.7, "top_p": 1.0, "max_tokens": 64, "seed": 0, "max_model_len": None},
-                               {"backend": "hf", "version": "test", "dtype": "float32"}, {"math_verifier": "rlvr-math@x", "code_verifier": "rlvr-code@x"})
+    protocol = protocol_fields(
+        {"name": template, "hash": template[:4], "stop": [], "shots": 0},
+        {"n": n, "temperature": 0.7, "top_p": 1.0, "max_tokens": 64, "seed": 0, "max_model_len": None},
+        {"backend": "hf", "version": "test", "dtype": "float32"},
+        {"math_verifier": "rlvr-math@x", "code_verifier": "rlvr-code@x"},
+    )
     benches, revisions = {}, {}
     for bench, p in accuracy.items():
         ids = [f"{bench}/{i}" for i in range(30)]
-        rows = [{"id": pid, "sample_idx": j, "correct": (ok := rng.random() < p), "reward": float(ok), "reason": "ok" if ok else "wrong_answer",
-                 "finish_reason": "length" if rng.random() < 0.1 else "stop", "n_tokens": rng.randint(5, 64), "extracted": "1" if ok else "2",
-                 "completion": "wait, let me recheck" if rng.random() < 0.2 else "done"} for pid in ids for j in range(n)]
+        rows = [
+            {
+                "id": pid,
+                "sample_idx": j,
+                "correct": (ok := rng.random() < p),
+                "reward": float(ok),
+                "reason": "ok" if ok else "wrong_answer",
+                "finish_reason": "length" if rng.random() < 0.1 else "stop",
+                "n_tokens": rng.randint(5, 64),
+                "extracted": "1" if ok else "2",
+                "completion": "wait, let me recheck" if rng.random() < 0.2 else "done",
+            }
+            for pid in ids
+            for j in range(n)
+        ]
         benches[bench] = benchmark_metrics("math", ids, rows, lambda pid, a, b: a == b, max_tokens=64)
         revisions[bench] = f"rev-{bench}"
     prints = fingerprints(protocol, revisions)
@@ -39,8 +55,15 @@ def fake_run(folder: Path, model: str, template: str, n: int, accuracy: dict[str
         benches[bench].update(fingerprint=prints["per_benchmark"][bench], data_revision=revisions[bench])
     run = folder / f"{model}-{template}"
     run.mkdir(parents=True)
-    summary = {"fingerprint": prints["fingerprint"], "protocol_fingerprint": prints["protocol_fingerprint"], "protocol": protocol,
-               "model": {"name": model, "path": model, "weights_hash": None}, "versions": {"rlvr": "test"}, "timings": {}, "benchmarks": benches}
+    summary = {
+        "fingerprint": prints["fingerprint"],
+        "protocol_fingerprint": prints["protocol_fingerprint"],
+        "protocol": protocol,
+        "model": {"name": model, "path": model, "weights_hash": None},
+        "versions": {"rlvr": "test"},
+        "timings": {},
+        "benchmarks": benches,
+    }
     (run / "summary.json").write_text(json.dumps(summary))
     (run / "config.yaml").write_text(f"model: {model}\ntemplate: {template}\n")
     return run
@@ -117,7 +140,12 @@ def test_page_in_headless_chromium(board):
         assert problems == []
         tables = page.query_selector_all("table.board")
         assert len(tables) == 2
-        first_models = lambda: [c.inner_text().split("\n")[0] for c in tables[0].query_selector_all("tbody tr td:nth-child(2) strong")]  # noqa: E731
+
+        def first_models():
+            return [
+                c.inner_text().split("\n")[0] for c in tables[0].query_selector_all("tbody tr td:nth-child(2) strong")
+            ]
+
         assert first_models() == ["gamma", "alpha", "beta"]
         arith = tables[0].query_selector("thead th:nth-child(3)")
         assert arith.inner_text().strip() == "arith"

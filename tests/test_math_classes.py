@@ -1,7 +1,8 @@
 """Our own labelled cases for every behaviour class the math verifier promises."""
-import pytest
 
+import pytest
 from math_cases import ALL_CLASSES, unpack
+
 from sandbox import verify_math_batch
 
 

@@ -1,4 +1,5 @@
 """Hostile inputs: host-side facts after grading, deadlines from any caller, isolation."""
+
 import asyncio
 import multiprocessing
 import threading
@@ -47,7 +48,8 @@ def test_deadline_gives_timeout_verdict_then_next_item_is_graded():
     try:
         grader.pool.warm_up()
         slow = grader.verify(
-            r"\boxed{\frac{\omega_{n}^{2}}{\sqrt{1-\zeta^{2}}} e^{-\zeta \omega_{n} t} \lfloor \sin (\omega_{n} \sqrt{1-\zeta^{2}} t) \rfloor}",
+            r"\boxed{\frac{\omega_{n}^{2}}{\sqrt{1-\zeta^{2}}} e^{-\zeta \omega_{n} t} \lfloor \sin (\omega_{n} "
+            r"\sqrt{1-\zeta^{2}} t) \rfloor}",
             r"\lfloor \omega_{n} t \rfloor",
         )
         assert slow.reason == "timeout" and not slow.correct
@@ -92,7 +94,11 @@ def _grade_in_child(args):
 
 
 def test_works_from_threads():
-    items = [(r"\boxed{2\sqrt{3}}", r"\sqrt{12}", True), (r"\boxed{5}", "6", False), (r"\boxed{x \le 3}", r"(-\infty,3]", True)] * 8
+    items = [
+        (r"\boxed{2\sqrt{3}}", r"\sqrt{12}", True),
+        (r"\boxed{5}", "6", False),
+        (r"\boxed{x \le 3}", r"(-\infty,3]", True),
+    ] * 8
     with ThreadPoolExecutor(max_workers=8) as executor:
         results = list(executor.map(lambda c: verify_math(c[0], c[1]).correct, items))
     assert results == [c[2] for c in items]

@@ -1,4 +1,5 @@
 """Property tests: the verifier on open-ended inputs."""
+
 from fractions import Fraction
 
 from hypothesis import HealthCheck, given, settings
@@ -21,12 +22,14 @@ def test_integers_equal_only_themselves(n):
 
 
 @FAST
-@given(st.integers(-10**6, 10**6), st.integers(1, 10**6), st.integers(1, 50))
+@given(st.integers(-(10**6), 10**6), st.integers(1, 10**6), st.integers(1, 50))
 def test_fractions_by_value(p, q, k):
     gold = Fraction(p, q)
     assert judge(rf"\frac{{{p * k}}}{{{q * k}}}", GoldSpec(f"{gold.numerator}/{gold.denominator}"), MATH).correct
     other = gold + Fraction(1, q * k + 1)
-    assert not judge(rf"\frac{{{other.numerator}}}{{{other.denominator}}}", GoldSpec(rf"\frac{{{p}}}{{{q}}}"), MATH).correct
+    assert not judge(
+        rf"\frac{{{other.numerator}}}{{{other.denominator}}}", GoldSpec(rf"\frac{{{p}}}{{{q}}}"), MATH
+    ).correct
 
 
 @FAST

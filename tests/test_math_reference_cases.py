@@ -9,11 +9,12 @@ Policy decisions on the rows whose note says "policy-dependent" (all pinned here
 - symbolic/echoed_unsimplified_input ((x^2-1)/(x-1) vs x+1): rejected by ``strict_domain``: the
   prediction is undefined at x = 1 where the gold is not.
 """
+
 import json
 
 import pytest
-
 from conftest import ROOT
+
 from sandbox import verify_math_batch
 
 CASES = [json.loads(line) for line in (ROOT / "tests" / "fixtures" / "verifier_cases_math.jsonl").open()]

@@ -4,12 +4,13 @@ For each row, a completion boxing the row's gold answer must be correct. A compl
 *next* row's gold must be wrong, unless the two golds are genuinely equivalent. Equivalent
 neighbours were checked by hand and are listed below; identical strings need no listing.
 """
+
 import gzip
 import json
 
 import pytest
-
 from conftest import ROOT
+
 from sandbox import MathGrader
 
 BENCHMARKS = ["aime2024", "aime2025", "amc2023", "gsm8k", "math500", "minerva_math", "olympiadbench"]
@@ -19,7 +20,10 @@ HAND_CHECKED_EQUIVALENT = {
     ("math500/0022", "x=5"),  # gold "5" vs "x=5": an assignment of the asked value is accepted
 }
 # Golds that cannot be read as mathematics; grading against them reports grader_error.
-BROKEN_GOLDS = {"t(0,4]", "f(x)=a x+b, where b is an arbitrary integer, and a is an arbitrary positive integer with \\mho(a)=0"}
+BROKEN_GOLDS = {
+    "t(0,4]",
+    "f(x)=a x+b, where b is an arbitrary integer, and a is an arbitrary positive integer with \\mho(a)=0",
+}
 
 
 def load(name):
@@ -28,9 +32,17 @@ def load(name):
 
 
 def item(completion_answer, gold_row, name):
-    out = {"completion": f"So the final answer is $\\boxed{{{completion_answer}}}$.", "answer": gold_row["answer"], "policy": POLICY.get(name, "math")}
+    out = {
+        "completion": f"So the final answer is $\\boxed{{{completion_answer}}}$.",
+        "answer": gold_row["answer"],
+        "policy": POLICY.get(name, "math"),
+    }
     if name == "olympiadbench":
-        out.update(answer_type=gold_row.get("answer_type"), tolerance=gold_row.get("error"), multiple=gold_row.get("is_multiple_answer"))
+        out.update(
+            answer_type=gold_row.get("answer_type"),
+            tolerance=gold_row.get("error"),
+            multiple=gold_row.get("is_multiple_answer"),
+        )
     return out
 
 
@@ -71,5 +83,11 @@ def test_neighbour_gold_is_wrong_unless_equivalent(grader, name):
 
 def test_row_counts():
     assert {n: len(load(n)) for n in BENCHMARKS} == {
-        "aime2024": 30, "aime2025": 30, "amc2023": 40, "gsm8k": 1319, "math500": 500, "minerva_math": 272, "olympiadbench": 675,
+        "aime2024": 30,
+        "aime2025": 30,
+        "amc2023": 40,
+        "gsm8k": 1319,
+        "math500": 500,
+        "minerva_math": 272,
+        "olympiadbench": 675,
     }

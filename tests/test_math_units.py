@@ -1,4 +1,5 @@
 """Unit tests of the verifier's pure pieces: extraction, normalisation, exact numbers, policies."""
+
 from fractions import Fraction
 
 import pytest
@@ -131,7 +132,9 @@ def test_structure():
     assert parse_structure("(1, 2)") == Seq("pair", (Leaf("1"), Leaf("2")))
     assert parse_structure("[1, 2)") == Interval(Leaf("1"), Leaf("2"), True, False)
     assert parse_structure(r"\{1, 2\}") == Seq("set", (Leaf("1"), Leaf("2")))
-    assert parse_structure(r"(1,2)\cup(3,4)") == Union((Seq("pair", (Leaf("1"), Leaf("2"))), Seq("pair", (Leaf("3"), Leaf("4")))))
+    assert parse_structure(r"(1,2)\cup(3,4)") == Union(
+        (Seq("pair", (Leaf("1"), Leaf("2"))), Seq("pair", (Leaf("3"), Leaf("4"))))
+    )
     assert parse_structure("x = 5") == Assign("x", Leaf("5"))
     assert parse_structure(r"\pm 2") == PlusMinus(None, Leaf("2"))
     assert parse_structure("1,000,000") == Leaf("1000000")

@@ -1,4 +1,5 @@
 """Metrics: pass@k against brute-force enumeration, maj@k voting, bootstrap CIs, paired differences."""
+
 import itertools
 import math
 
@@ -7,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.metrics import bootstrap_mean, length_stats, maj_at_k_problem, majority_correct, mean_at_n, paired_difference, pass_at_k, pass_at_ks
+from harness.metrics import (
+    bootstrap_mean,
+    length_stats,
+    maj_at_k_problem,
+    majority_correct,
+    mean_at_n,
+    paired_difference,
+    pass_at_k,
+    pass_at_ks,
+)
 from harness.summary import benchmark_metrics, vote_clusters
 
 
@@ -79,7 +89,12 @@ def test_majority_vote_ties_split_credit_and_non_answers_do_not_vote():
 
 
 def test_vote_clusters_use_the_given_equivalence():
-    rows = [{"extracted": "1/2", "reason": "ok"}, {"extracted": "0.5", "reason": "ok"}, {"extracted": None, "reason": "no_answer"}, {"extracted": "3", "reason": "wrong_answer"}]
+    rows = [
+        {"extracted": "1/2", "reason": "ok"},
+        {"extracted": "0.5", "reason": "ok"},
+        {"extracted": None, "reason": "no_answer"},
+        {"extracted": "3", "reason": "wrong_answer"},
+    ]
     same = lambda a, b: {a, b} == {"1/2", "0.5"}  # noqa: E731
     assert vote_clusters(rows, same) == [0, 0, -1, 1]
 
@@ -97,14 +112,52 @@ def test_paired_difference():
 
 def test_benchmark_metrics_rates_and_lengths():
     rows = [
-        {"id": "p1", "sample_idx": 0, "correct": True, "reward": 1.0, "reason": "ok", "finish_reason": "stop", "n_tokens": 10, "extracted": "2"},
-        {"id": "p1", "sample_idx": 1, "correct": False, "reward": 0.0, "reason": "no_answer", "finish_reason": "length", "n_tokens": 30, "extracted": None},
-        {"id": "p2", "sample_idx": 0, "correct": False, "reward": 0.0, "reason": "timeout", "finish_reason": "stop", "n_tokens": 20, "extracted": "x"},
-        {"id": "p2", "sample_idx": 1, "correct": False, "reward": 0.0, "reason": "wrong_answer", "finish_reason": "length", "n_tokens": 40, "extracted": "y"},
+        {
+            "id": "p1",
+            "sample_idx": 0,
+            "correct": True,
+            "reward": 1.0,
+            "reason": "ok",
+            "finish_reason": "stop",
+            "n_tokens": 10,
+            "extracted": "2",
+        },
+        {
+            "id": "p1",
+            "sample_idx": 1,
+            "correct": False,
+            "reward": 0.0,
+            "reason": "no_answer",
+            "finish_reason": "length",
+            "n_tokens": 30,
+            "extracted": None,
+        },
+        {
+            "id": "p2",
+            "sample_idx": 0,
+            "correct": False,
+            "reward": 0.0,
+            "reason": "timeout",
+            "finish_reason": "stop",
+            "n_tokens": 20,
+            "extracted": "x",
+        },
+        {
+            "id": "p2",
+            "sample_idx": 1,
+            "correct": False,
+            "reward": 0.0,
+            "reason": "wrong_answer",
+            "finish_reason": "length",
+            "n_tokens": 40,
+            "extracted": "y",
+        },
     ]
     m = benchmark_metrics("math", ["p1", "p2"], rows, lambda pid, a, b: a == b)
     assert m["mean_at_n"]["value"] == 0.25 and m["pass_at_k"]["2"]["value"] == 0.5
     assert m["truncation_rate"] == 0.5 and m["no_answer_rate"] == 0.25 and m["timeout_rate"] == 0.25
     assert m["length"]["correct"]["mean"] == 10 and m["length"]["incorrect"]["mean"] == 30
-    assert m["maj_at_k"]["2"]["value"] == pytest.approx(0.5)  # p1: the lone vote "2" is right; p2: a tie of wrong answers
+    assert m["maj_at_k"]["2"]["value"] == pytest.approx(
+        0.5
+    )  # p1: the lone vote "2" is right; p2: a tie of wrong answers
     assert length_stats([]) == {"n": 0, "mean": None, "median": None, "p90": None, "max": None}

@@ -1,4 +1,5 @@
 """The worker pool: hard deadlines by SIGKILL, replacement, thread safety, no leaks."""
+
 import os
 import threading
 import time
@@ -10,7 +11,11 @@ from sandbox.pool import WorkerPool, WorkerTimeout
 
 @pytest.fixture
 def pool():
-    p = WorkerPool("stall_worker", size=2, env={**os.environ, "PYTHONPATH": os.path.dirname(__file__) + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    p = WorkerPool(
+        "stall_worker",
+        size=2,
+        env={**os.environ, "PYTHONPATH": os.path.dirname(__file__) + os.pathsep + os.environ.get("PYTHONPATH", "")},
+    )
     yield p
     p.close()
 

@@ -1,12 +1,13 @@
 """Every example command in the README and in the ``--help`` texts goes through the real parser,
 and the ``rlvr train`` / ``rlvr eval`` ones through config resolution too (types, presets,
 stages, data sources): an example a user copies never dies on its settings."""
+
 import re
 import shlex
 
 import pytest
-
 from conftest import ROOT
+
 from harness.cli import build_parser
 from harness.config import resolve_config
 from harness.errors import UserError

@@ -1,15 +1,16 @@
 """Reward adapters for TRL, verl and OpenRLHF: in process and remote give the same rewards."""
+
 import asyncio
 import json
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from server_helpers import Server
 
 from sandbox.client import RewardClient
 from sandbox.rewards import compute_score, compute_score_batch, reward_func, trl_reward, trl_reward_async
 from sandbox.service import GradingService
-from server_helpers import Server
 
 COMPLETIONS = [r"so \boxed{4}", r"so \boxed{5}", r"\boxed{9^{9^{9^{9}}}}", "no answer here at all"]
 ANSWERS = ["4", "4", "1", "4"]
@@ -28,7 +29,9 @@ def server():
 def test_trl_strings_and_chat_messages():
     fn = trl_reward()
     assert fn.__name__ == "rlvr_auto_reward"
-    assert fn(prompts=["p"] * 4, completions=COMPLETIONS, completion_ids=[[1]] * 4, answer=ANSWERS, trainer_state=None) == [1.0, 0.0, 0.0, 0.0]
+    assert fn(
+        prompts=["p"] * 4, completions=COMPLETIONS, completion_ids=[[1]] * 4, answer=ANSWERS, trainer_state=None
+    ) == [1.0, 0.0, 0.0, 0.0]
     assert fn(prompts=["p"] * 4, completions=CHAT, answer=ANSWERS) == [1.0, 0.0, 0.0, 0.0]
 
 
@@ -66,15 +69,35 @@ def test_trl_async_and_threads():
 
 
 def test_verl_signatures_and_dispatch():
-    assert compute_score("lighteval/MATH", r"\boxed{2\sqrt{3}}", r"\sqrt{12}") == {"score": 1.0, "acc": 1.0, "verifiable": 1.0, "timeout": 0.0}
+    assert compute_score("lighteval/MATH", r"\boxed{2\sqrt{3}}", r"\sqrt{12}") == {
+        "score": 1.0,
+        "acc": 1.0,
+        "verifiable": 1.0,
+        "timeout": 0.0,
+    }
     assert compute_score("openai/gsm8k", "She has 18 apples.\n#### 18", "18")["score"] == 1.0
-    assert compute_score("openai/gsm8k", "so the total is 18 apples", "18")["score"] == 1.0  # gsm8k allows the last number
+    assert (
+        compute_score("openai/gsm8k", "so the total is 18 apples", "18")["score"] == 1.0
+    )  # gsm8k allows the last number
     assert compute_score("lighteval/MATH", "so the total is 18 apples", "18")["score"] == 0.0
     assert compute_score("minerva_math", r"\boxed{27.3912}", "27.39")["score"] == 1.0
     spec = json.dumps({"inputs": ["1\n"], "outputs": ["2\n"]})
     assert compute_score("livecodebench", "```python\nprint(int(input()) + 1)\n```", spec)["score"] == 1.0
-    assert compute_score("custom", "```python\nprint(int(input()) + 1)\n```", None, {"kind": "code", "tests": [{"input": "1", "output": "2"}]})["score"] == 1.0
-    batch = compute_score_batch(["gsm8k", "math", "apps"], ["#### 3", r"\boxed{x}", "```python\nprint(1)\n```"], ["3", "5", {"inputs": [""], "outputs": ["1\n"]}], [None, None, None])
+    assert (
+        compute_score(
+            "custom",
+            "```python\nprint(int(input()) + 1)\n```",
+            None,
+            {"kind": "code", "tests": [{"input": "1", "output": "2"}]},
+        )["score"]
+        == 1.0
+    )
+    batch = compute_score_batch(
+        ["gsm8k", "math", "apps"],
+        ["#### 3", r"\boxed{x}", "```python\nprint(1)\n```"],
+        ["3", "5", {"inputs": [""], "outputs": ["1\n"]}],
+        [None, None, None],
+    )
     assert [b["score"] for b in batch] == [1.0, 0.0, 1.0]
     assert all(isinstance(v, float) for b in batch for v in b.values())
 
@@ -84,12 +107,26 @@ def test_verl_loads_and_calls_us_through_its_own_reward_loader():
     reward_module = pytest.importorskip("verl.trainer.ppo.reward")
     import sandbox.rewards as rewards
 
-    config = omegaconf.OmegaConf.create({"reward": {"custom_reward_function": {"path": rewards.__file__, "name": "compute_score", "reward_kwargs": {}}}})
+    config = omegaconf.OmegaConf.create(
+        {"reward": {"custom_reward_function": {"path": rewards.__file__, "name": "compute_score", "reward_kwargs": {}}}}
+    )
     fn = reward_module.get_custom_reward_fn(config)
-    assert fn(data_source="lighteval/MATH", solution_str=r"\boxed{\frac{1}{2}}", ground_truth="0.5", extra_info={})["score"] == 1.0
-    config = omegaconf.OmegaConf.create({"reward": {"custom_reward_function": {"path": rewards.__file__, "name": "compute_score_batch"}}})
+    assert (
+        fn(data_source="lighteval/MATH", solution_str=r"\boxed{\frac{1}{2}}", ground_truth="0.5", extra_info={})[
+            "score"
+        ]
+        == 1.0
+    )
+    config = omegaconf.OmegaConf.create(
+        {"reward": {"custom_reward_function": {"path": rewards.__file__, "name": "compute_score_batch"}}}
+    )
     batch = reward_module.get_custom_reward_fn(config)
-    out = batch(data_sources=["gsm8k", "gsm8k"], solution_strs=["#### 7", "#### 8"], ground_truths=["7", "7"], extra_infos=[{}, {}])
+    out = batch(
+        data_sources=["gsm8k", "gsm8k"],
+        solution_strs=["#### 7", "#### 8"],
+        ground_truths=["7", "7"],
+        extra_infos=[{}, {}],
+    )
     assert [o["score"] for o in out] == [1.0, 0.0]
 
 
@@ -118,7 +155,9 @@ def test_openrlhf_client_behaviour(server):
         async with httpx.AsyncClient(timeout=180) as session:
             for attempt in range(5):
                 try:
-                    response = await session.post(server.url + "/get_reward", json={"query": [query], "prompts": [prompt], "labels": [label]})
+                    response = await session.post(
+                        server.url + "/get_reward", json={"query": [query], "prompts": [prompt], "labels": [label]}
+                    )
                     response.raise_for_status()
                     return response.json()
                 except httpx.HTTPError:

@@ -1,4 +1,5 @@
 """`rlvr serve` hit with valid, malformed, oversized, unauthorised and hostile requests."""
+
 import json
 import os
 import signal
@@ -14,8 +15,19 @@ from server_helpers import Server
 
 MATH_OK = {"id": "m1", "kind": "math", "completion": r"so \boxed{2\sqrt{3}}", "answer": r"\sqrt{12}"}
 MATH_WRONG = {"id": "m2", "kind": "math", "completion": r"\boxed{5}", "answer": "6"}
-CODE_OK = {"id": "c1", "kind": "code", "completion": "```python\nprint(int(input()) * 2)\n```", "tests": [{"input": "21", "output": "42", "testtype": "stdin"}]}
-CODE_FN = {"id": "c2", "kind": "code", "completion": "class Solution:\n    def add(self, a, b):\n        return a + b\n", "tests": [{"input": "1\n2", "output": "3", "testtype": "functional"}], "fn_name": "add"}
+CODE_OK = {
+    "id": "c1",
+    "kind": "code",
+    "completion": "```python\nprint(int(input()) * 2)\n```",
+    "tests": [{"input": "21", "output": "42", "testtype": "stdin"}],
+}
+CODE_FN = {
+    "id": "c2",
+    "kind": "code",
+    "completion": "class Solution:\n    def add(self, a, b):\n        return a + b\n",
+    "tests": [{"input": "1\n2", "output": "3", "testtype": "functional"}],
+    "fn_name": "add",
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +57,14 @@ def test_grade_mixed_batch_in_order(server):
 
 
 def test_identical_requests_are_idempotent(server):
-    body = {"items": [MATH_OK, MATH_WRONG, CODE_OK, {"id": "h", "kind": "math", "completion": r"\boxed{9^{9^{9^{9}}}}", "answer": "1"}]}
+    body = {
+        "items": [
+            MATH_OK,
+            MATH_WRONG,
+            CODE_OK,
+            {"id": "h", "kind": "math", "completion": r"\boxed{9^{9^{9^{9}}}}", "answer": "1"},
+        ]
+    }
     first = post(server, "/v1/grade", body).json()["results"]
     second = post(server, "/v1/grade", body).json()["results"]
     assert strip_timing(first) == strip_timing(second)
@@ -54,7 +73,11 @@ def test_identical_requests_are_idempotent(server):
 def test_openrlhf_protocol(server):
     prompt = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
     body = {
-        "query": [prompt + r"It is \boxed{4}.<|im_end|>", prompt + r"It is \boxed{5}.<|im_end|>", prompt + "```python\nprint(2+2)\n```<|im_end|>"],
+        "query": [
+            prompt + r"It is \boxed{4}.<|im_end|>",
+            prompt + r"It is \boxed{5}.<|im_end|>",
+            prompt + "```python\nprint(2+2)\n```<|im_end|>",
+        ],
         "prompts": [prompt, prompt, prompt],
         "labels": ["4", "4", json.dumps({"inputs": [""], "outputs": ["4\n"]})],
     }
@@ -66,7 +89,19 @@ def test_openrlhf_protocol(server):
 
 
 def test_sandbox_fusion_protocol(server):
-    ok = post(server, "/run_code", {"code": "print(input()[::-1])", "stdin": "abc", "language": "python", "compile_timeout": 10, "run_timeout": 5, "files": {}, "fetch_files": []}).json()
+    ok = post(
+        server,
+        "/run_code",
+        {
+            "code": "print(input()[::-1])",
+            "stdin": "abc",
+            "language": "python",
+            "compile_timeout": 10,
+            "run_timeout": 5,
+            "files": {},
+            "fetch_files": [],
+        },
+    ).json()
     assert ok["status"] == "Success" and ok["run_result"]["status"] == "Finished"
     assert ok["run_result"]["stdout"] == "cba\n" and ok["run_result"]["return_code"] == 0
     bad_exit = post(server, "/run_code", {"code": "import sys\nsys.exit(3)", "language": "python"}).json()
@@ -75,7 +110,15 @@ def test_sandbox_fusion_protocol(server):
     assert tle["status"] == "Failed" and tle["run_result"]["status"] == "TimeLimitExceeded"
     ce = post(server, "/run_code", {"code": "int main( {", "language": "cpp"}).json()
     assert ce["status"] == "Failed" and ce["compile_result"]["return_code"] != 0 and ce["run_result"] is None
-    cpp = post(server, "/run_code", {"code": "#include <cstdio>\nint main(){int a;scanf(\"%d\",&a);printf(\"%d\\n\",a*a);}", "stdin": "7", "language": "cpp"}).json()
+    cpp = post(
+        server,
+        "/run_code",
+        {
+            "code": '#include <cstdio>\nint main(){int a;scanf("%d",&a);printf("%d\\n",a*a);}',
+            "stdin": "7",
+            "language": "cpp",
+        },
+    ).json()
     assert cpp["status"] == "Success" and cpp["run_result"]["stdout"] == "49\n"
 
 
@@ -99,9 +142,33 @@ def test_sandbox_fusion_protocol(server):
         # client-supplied limits above the server's caps are refused, never run
         ("/run_code", {"code": "x", "memory_limit_MB": 100000}, 422, "memory_limit_MB"),
         ("/run_code", {"code": "x", "run_timeout": 3600}, 422, "run_timeout"),
-        ("/v1/grade", {"items": [{"kind": "code", "completion": "x", "tests": [{"input": "", "output": ""}], "limits": {"memory_mb": 60000}}]}, 422, "items[0].limits.memory_mb"),
-        ("/v1/grade", {"items": [{"kind": "code", "completion": "x", "tests": [{"input": "", "output": "", "time_s": 500}]}]}, 422, "items[0].tests[0].time_s"),
-        ("/get_reward", {"query": ["x"], "labels": [{"tests": [{"input": "", "output": ""}], "limits": {"processes": 100000}}]}, 422, "limits.processes"),
+        (
+            "/v1/grade",
+            {
+                "items": [
+                    {
+                        "kind": "code",
+                        "completion": "x",
+                        "tests": [{"input": "", "output": ""}],
+                        "limits": {"memory_mb": 60000},
+                    }
+                ]
+            },
+            422,
+            "items[0].limits.memory_mb",
+        ),
+        (
+            "/v1/grade",
+            {"items": [{"kind": "code", "completion": "x", "tests": [{"input": "", "output": "", "time_s": 500}]}]},
+            422,
+            "items[0].tests[0].time_s",
+        ),
+        (
+            "/get_reward",
+            {"query": ["x"], "labels": [{"tests": [{"input": "", "output": ""}], "limits": {"processes": 100000}}]},
+            422,
+            "limits.processes",
+        ),
     ],
 )
 def test_malformed_bodies_name_the_field(server, path, body, status, field):
@@ -115,10 +182,26 @@ def test_malformed_bodies_name_the_field(server, path, body, status, field):
 
 def test_hostile_items_are_verdicts_and_the_server_survives(server):
     items = [
-        {"id": "bomb", "kind": "code", "completion": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", "tests": [{"input": "", "output": "1"}], "limits": {"time_s": 1}},
-        {"id": "flood", "kind": "code", "completion": "while True:\n    print('x' * 10000)\n", "tests": [{"input": "", "output": "1"}]},
+        {
+            "id": "bomb",
+            "kind": "code",
+            "completion": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+            "tests": [{"input": "", "output": "1"}],
+            "limits": {"time_s": 1},
+        },
+        {
+            "id": "flood",
+            "kind": "code",
+            "completion": "while True:\n    print('x' * 10000)\n",
+            "tests": [{"input": "", "output": "1"}],
+        },
         {"id": "tower", "kind": "math", "completion": r"\boxed{9^{9^{9^{9}}}}", "answer": "1"},
-        {"id": "inject", "kind": "math", "completion": r"\boxed{__import__('os').system('touch /tmp/pwned_server')}", "answer": "0"},
+        {
+            "id": "inject",
+            "kind": "math",
+            "completion": r"\boxed{__import__('os').system('touch /tmp/pwned_server')}",
+            "answer": "0",
+        },
         {"id": "megabyte", "kind": "math", "completion": "x" * 2_000_000 + r"\boxed{1}", "answer": "1"},
     ]
     rows = post(server, "/v1/grade", {"items": items}).json()["results"]
@@ -128,7 +211,13 @@ def test_hostile_items_are_verdicts_and_the_server_survives(server):
 
 
 def test_request_deadline_turns_unfinished_items_into_verdicts(server):
-    slow = {"id": "slow", "kind": "code", "completion": "import time\ntime.sleep(20)\nprint(1)", "tests": [{"input": "", "output": "1"}], "limits": {"time_s": 30}}
+    slow = {
+        "id": "slow",
+        "kind": "code",
+        "completion": "import time\ntime.sleep(20)\nprint(1)",
+        "tests": [{"input": "", "output": "1"}],
+        "limits": {"time_s": 30},
+    }
     start = time.monotonic()
     r = post(server, "/v1/grade", {"items": [MATH_OK, slow], "timeout": 2})
     assert r.status_code == 200 and time.monotonic() - start < 10
@@ -140,7 +229,15 @@ def test_request_deadline_turns_unfinished_items_into_verdicts(server):
 def test_killed_worker_is_replaced_without_failing_items(server):
     before = server.children()
     assert before, "no grading workers found"
-    items = [{"id": i, "kind": "math", "completion": rf"\boxed{{{i}\sqrt{{2}} + \frac{{\pi}}{{{i + 1}}}}}", "answer": rf"\sqrt{{{2 * i * i}}} + \frac{{\pi}}{{{i + 1}}}"} for i in range(1, 600)]
+    items = [
+        {
+            "id": i,
+            "kind": "math",
+            "completion": rf"\boxed{{{i}\sqrt{{2}} + \frac{{\pi}}{{{i + 1}}}}}",
+            "answer": rf"\sqrt{{{2 * i * i}}} + \frac{{\pi}}{{{i + 1}}}",
+        }
+        for i in range(1, 600)
+    ]
     result = {}
 
     def run():
@@ -160,7 +257,13 @@ def test_killed_worker_is_replaced_without_failing_items(server):
     assert all(row["reason"] == "ok" for row in rows), [r for r in rows if r["reason"] != "ok"][:3]
     metrics = httpx.get(server.url + "/metrics").text
     assert 'rlvr_worker_restarts_total{kind="math"}' in metrics
-    restarts = float(next(line.split()[-1] for line in metrics.splitlines() if line.startswith('rlvr_worker_restarts_total{kind="math"}')))
+    restarts = float(
+        next(
+            line.split()[-1]
+            for line in metrics.splitlines()
+            if line.startswith('rlvr_worker_restarts_total{kind="math"}')
+        )
+    )
     assert restarts >= 1
 
 
@@ -181,7 +284,11 @@ def test_metrics_count_what_was_sent():
     assert "rlvr_queue_items 0" in text
     assert 'rlvr_request_seconds_count{endpoint="/v1/grade"} 3' in text
     lines = [json.loads(line) for line in s.logs().splitlines() if line.startswith("{")]
-    assert [(line["path"], line["status"]) for line in lines if line["path"] == "/v1/grade"] == [("/v1/grade", 200), ("/v1/grade", 200), ("/v1/grade", 400)]
+    assert [(line["path"], line["status"]) for line in lines if line["path"] == "/v1/grade"] == [
+        ("/v1/grade", 200),
+        ("/v1/grade", 200),
+        ("/v1/grade", 400),
+    ]
 
 
 def test_auth_limits_and_backpressure():
@@ -202,14 +309,28 @@ def test_auth_limits_and_backpressure():
 
 
 def test_binding_beyond_loopback_requires_a_token():
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "serve", "--host", "0.0.0.0", "--port", "8799"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "serve", "--host", "0.0.0.0", "--port", "8799"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "--token" in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("cap, words", [("bogus=1", "NAME=VALUE"), ("memory_mb=lots", "not a number"), ("memory_mb", "NAME=VALUE")])
+@pytest.mark.parametrize(
+    "cap, words", [("bogus=1", "NAME=VALUE"), ("memory_mb=lots", "not a number"), ("memory_mb", "NAME=VALUE")]
+)
 def test_bad_limit_caps_are_one_line_errors(cap, words):
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "serve", "--port", "8798", "--limit-cap", cap], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "serve", "--port", "8798", "--limit-cap", cap],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert words in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
@@ -218,7 +339,9 @@ def test_limit_caps_are_the_servers_choice():
     from sandbox.server import DEFAULT_LIMIT_CAPS, check_item_caps
     from sandbox.service import BadItem, parse_item
 
-    item = parse_item({"kind": "code", "completion": "x", "tests": [{"input": "", "output": ""}], "limits": {"memory_mb": 3000}}, 0)
+    item = parse_item(
+        {"kind": "code", "completion": "x", "tests": [{"input": "", "output": ""}], "limits": {"memory_mb": 3000}}, 0
+    )
     check_item_caps(item, 0, DEFAULT_LIMIT_CAPS)  # within the defaults
     with pytest.raises(BadItem, match=r"items\[0\].limits.memory_mb"):
         check_item_caps(item, 0, {**DEFAULT_LIMIT_CAPS, "memory_mb": 2048})
@@ -227,7 +350,13 @@ def test_limit_caps_are_the_servers_choice():
 def test_graceful_shutdown_drains_in_flight_requests():
     s = Server()
     result = {}
-    slow = {"id": "slow", "kind": "code", "completion": "import time\ntime.sleep(1.5)\nprint(1)", "tests": [{"input": "", "output": "1"}], "limits": {"time_s": 5}}
+    slow = {
+        "id": "slow",
+        "kind": "code",
+        "completion": "import time\ntime.sleep(1.5)\nprint(1)",
+        "tests": [{"input": "", "output": "1"}],
+        "limits": {"time_s": 5},
+    }
 
     def run():
         result["r"] = post(s, "/v1/grade", {"items": [slow, MATH_OK]})

@@ -1,10 +1,11 @@
 """Prompt templates: Dr. GRPO's three are byte-identical to the reference strings; few-shot never
 shows the evaluated problem; template files; the chat template goes through the tokenizer."""
+
 import re
 
 import pytest
-
 from conftest import SHARED_REFERENCE
+
 from harness.benchmarks.registry import MATH_INSTRUCTION, load_problems
 from harness.errors import UserError
 from harness.evaluate import BenchmarkRun, build_prompt
@@ -17,7 +18,9 @@ R1 = (
     "A conversation between User and Assistant. The User asks a question, and the Assistant solves it. The Assistant "
     "first thinks about the reasoning process in the mind and then provides the User with the answer. The reasoning "
     "process is enclosed within <think> </think> and answer is enclosed within <answer> </answer> tags, respectively, "
-    "i.e., <think> reasoning process here </think> <answer> answer here </answer>.\nUser: " + QUESTION + "\nAssistant: <think>"
+    "i.e., <think> reasoning process here </think> <answer> answer here </answer>.\nUser: "
+    + QUESTION
+    + "\nAssistant: <think>"
 )
 QWEN_MATH = (
     "<|im_start|>system\nPlease reason step by step, and put your final answer within \\boxed{}.<|im_end|>\n"
@@ -75,14 +78,24 @@ def test_template_files(tmp_path):
     text.write_text("Q: {question}\nA:")
     assert render(load_template(str(text)), "1+1?") == "Q: 1+1?\nA:"
     yml = tmp_path / "tagged.yaml"
-    yml.write_text("name: tagged\nprompt: \"<q>{question}</q>\"\nstop: [\"</a>\"]\ninclude_stop: false\n")
+    yml.write_text('name: tagged\nprompt: "<q>{question}</q>"\nstop: ["</a>"]\ninclude_stop: false\n')
     t = load_template(str(yml))
     assert (t.name, t.stop, t.include_stop) == ("tagged", ("</a>",), False)
     chat = tmp_path / "chat.json"
-    chat.write_text('{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "{question} {instruction}"}]}')
-    assert render(load_template(str(chat)), "2+2?", "Box it.") == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2? Box it."}]
+    chat.write_text(
+        '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "{question} '
+        '{instruction}"}]}'
+    )
+    assert render(load_template(str(chat)), "2+2?", "Box it.") == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "2+2? Box it."},
+    ]
     assert load_template(str(yml)).identity()["hash"] != load_template(str(text)).identity()["hash"]
-    for content, needle in (("prompt: no placeholder", "must contain {question}"), ("[1, 2", "not valid"), ("stop: [x]", "exactly one of")):
+    for content, needle in (
+        ("prompt: no placeholder", "must contain {question}"),
+        ("[1, 2", "not valid"),
+        ("stop: [x]", "exactly one of"),
+    ):
         bad = tmp_path / "bad.yaml"
         bad.write_text(content)
         with pytest.raises(UserError, match=re.escape(needle)):

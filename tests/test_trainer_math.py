@@ -1,5 +1,6 @@
 """The maths of the trainers, pinned to hand-computed numbers: advantages, overlong shaping,
 loss aggregation, clipping, KL, and the log-probabilities the losses are built on."""
+
 import math
 
 import pytest
@@ -22,14 +23,18 @@ def test_grpo_advantage_divides_by_the_bessel_std():
     adv = group_advantages(torch.tensor([1.0, 1, 1, 0]), 4, "grpo")
     assert adv.tolist() == pytest.approx([0.5, 0.5, 0.5, -1.5], abs=1e-6)
     two = group_advantages(torch.tensor([1.0, 0, 0.0, 0]), 2, "grpo")  # groups [1,0] and [0,0]
-    assert two.tolist() == pytest.approx([0.5 / math.sqrt(0.5), -0.5 / math.sqrt(0.5), 0.0, 0.0], abs=1e-6)  # std of [1,0] = sqrt(0.5)
+    assert two.tolist() == pytest.approx(
+        [0.5 / math.sqrt(0.5), -0.5 / math.sqrt(0.5), 0.0, 0.0], abs=1e-6
+    )  # std of [1,0] = sqrt(0.5)
 
 
 def test_rloo_is_the_leave_one_out_baseline():
     rewards = torch.tensor([1.0, 1, 1, 0])
     expected = [r - (float(rewards.sum()) - r) / 3 for r in rewards.tolist()]  # [1/3, 1/3, 1/3, -1]
     assert group_advantages(rewards, 4, "rloo").tolist() == pytest.approx(expected)
-    assert group_advantages(rewards, 4, "rloo").tolist() == pytest.approx((group_advantages(rewards, 4, "drgrpo") * 4 / 3).tolist())
+    assert group_advantages(rewards, 4, "rloo").tolist() == pytest.approx(
+        (group_advantages(rewards, 4, "drgrpo") * 4 / 3).tolist()
+    )
 
 
 @pytest.mark.parametrize("mode", ["grpo", "drgrpo", "rloo"])
@@ -60,7 +65,11 @@ def test_unverifiable_samples_take_no_part_in_their_group(mode):
     assert masked[2] == 0
     assert torch.allclose(masked[4:], group_advantages(rewards[4:], 4, mode))  # an all-valid group is unchanged
     mean = 2 / 3
-    expected = {"drgrpo": 1 - mean, "rloo": (1 - mean) * 3 / 2, "grpo": (1 - mean) / math.sqrt(((1 - mean) ** 2 * 2 + mean**2) / 2)}[mode]
+    expected = {
+        "drgrpo": 1 - mean,
+        "rloo": (1 - mean) * 3 / 2,
+        "grpo": (1 - mean) / math.sqrt(((1 - mean) ** 2 * 2 + mean**2) / 2),
+    }[mode]
     assert math.isclose(float(masked[0]), expected, rel_tol=1e-5)
     lone = group_advantages(torch.tensor([1.0, 0.0]), 2, mode, valid=torch.tensor([1.0, 0.0]))
     assert torch.equal(lone, torch.zeros(2))
@@ -90,7 +99,9 @@ MASK = torch.tensor([[1.0, 1, 0, 0], [1, 1, 1, 1]])  # lengths 2 and 4
 def test_token_weights_closed_forms():
     assert token_weights(MASK, "seq_mean_token_mean").tolist() == [[0.25, 0.25, 0, 0], [0.125] * 4]
     assert token_weights(MASK, "token_mean").flatten().tolist() == pytest.approx([1 / 6, 1 / 6, 0, 0] + [1 / 6] * 4)
-    assert token_weights(MASK, "seq_mean_token_sum_norm", 10).flatten().tolist() == pytest.approx([0.05, 0.05, 0, 0] + [0.05] * 4)
+    assert token_weights(MASK, "seq_mean_token_sum_norm", 10).flatten().tolist() == pytest.approx(
+        [0.05, 0.05, 0, 0] + [0.05] * 4
+    )
     with pytest.raises(ValueError, match="constant"):
         token_weights(MASK, "seq_mean_token_sum_norm")
 
@@ -107,9 +118,13 @@ def test_aggregation_values():
 def test_equal_lengths_make_grpo_and_dapo_aggregation_agree(sequences, length, seed):
     values = torch.randn(sequences, length, generator=torch.Generator().manual_seed(seed))
     mask = torch.ones(sequences, length)
-    assert float(aggregate(values, mask, "seq_mean_token_mean")) == pytest.approx(float(aggregate(values, mask, "token_mean")), rel=1e-5, abs=1e-6)
+    assert float(aggregate(values, mask, "seq_mean_token_mean")) == pytest.approx(
+        float(aggregate(values, mask, "token_mean")), rel=1e-5, abs=1e-6
+    )
     # Dr. GRPO with constant L = the common length is the same token mean too
-    assert float(aggregate(values, mask, "seq_mean_token_sum_norm", length)) == pytest.approx(float(aggregate(values, mask, "token_mean")), rel=1e-5, abs=1e-6)
+    assert float(aggregate(values, mask, "seq_mean_token_sum_norm", length)) == pytest.approx(
+        float(aggregate(values, mask, "token_mean")), rel=1e-5, abs=1e-6
+    )
 
 
 def test_drgrpo_gives_every_token_the_same_weight_whatever_the_length():
@@ -175,7 +190,16 @@ def test_completion_logprobs_match_a_manual_log_softmax():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)).eval()
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=50,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    ).eval()
     ids = torch.tensor([[5, 6, 7, 8, 9, 0], [3, 4, 5, 6, 0, 0]])
     attention = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0]])
     completion = torch.tensor([[0, 0, 0, 1, 1, 0], [0, 0, 1, 1, 0, 0]], dtype=torch.float32)

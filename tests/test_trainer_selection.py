@@ -1,5 +1,6 @@
 """Prompt selection on synthetic reward tables (DAPO dynamic sampling, SRPO history resampling,
 uniform streams) and curriculum stage switching — no model involved."""
+
 import pytest
 
 from harness.benchmarks.problems import Problem
@@ -14,9 +15,21 @@ def problems(n):
 
 def table_rollout(table, calls):
     """A rollout whose verdicts come from ``table[problem id]`` (a list of G booleans)."""
+
     def rollout(batch, key):
         calls.append(([p.id for p in batch], key))
-        return [Group(p, [0], [[1]] * len(table[p.id]), ["x"] * len(table[p.id]), [False] * len(table[p.id]), list(table[p.id])) for p in batch]
+        return [
+            Group(
+                p,
+                [0],
+                [[1]] * len(table[p.id]),
+                ["x"] * len(table[p.id]),
+                [False] * len(table[p.id]),
+                list(table[p.id]),
+            )
+            for p in batch
+        ]
+
     return rollout
 
 
@@ -45,7 +58,10 @@ def test_uniform_trains_every_group():
 def test_dynamic_sampling_keeps_only_mixed_groups_and_refills():
     pool = problems(12)
     # p0..p3 all correct, p4..p7 all wrong, p8..p11 mixed
-    table = {p.id: ([True] * 4 if i < 4 else [False] * 4 if i < 8 else [True, False, False, True]) for i, p in enumerate(pool)}
+    table = {
+        p.id: ([True] * 4 if i < 4 else [False] * 4 if i < 8 else [True, False, False, True])
+        for i, p in enumerate(pool)
+    }
     calls = []
     selector = DynamicSampling(pool, seed=1, gen_prompts=4, max_gen_batches=10)
     groups, stats = selector.next_groups(table_rollout(table, calls), 3, step=2)
@@ -59,14 +75,23 @@ def test_dynamic_sampling_respects_the_generation_cap():
     pool = problems(8)
     table = {p.id: ([True, False] if i == 0 else [True, True]) for i, p in enumerate(pool)}
     calls = []
-    groups, stats = DynamicSampling(pool, seed=0, gen_prompts=2, max_gen_batches=3).next_groups(table_rollout(table, calls), 4, step=1)
+    groups, stats = DynamicSampling(pool, seed=0, gen_prompts=2, max_gen_batches=3).next_groups(
+        table_rollout(table, calls), 4, step=1
+    )
     assert len(calls) == 3 and stats["cap_hit"] is True
     assert len(groups) <= 1 and all(g.problem.id == "p0" for g in groups)
 
 
 def test_history_resampling_drops_all_correct_prompts_at_the_epoch_boundary_only():
     pool = problems(6)
-    table = {"p0": [True, True], "p1": [True, False], "p2": [False, False], "p3": [True, True], "p4": [False, True], "p5": [False, False]}
+    table = {
+        "p0": [True, True],
+        "p1": [True, False],
+        "p2": [False, False],
+        "p3": [True, True],
+        "p4": [False, True],
+        "p5": [False, False],
+    }
     selector = HistoryResampling(pool, seed=0)
     rollout = table_rollout(table, [])
     trained = []
@@ -94,11 +119,15 @@ def test_history_resampling_state_round_trip():
     b = HistoryResampling(pool, seed=4)
     b.load_state_dict(a.state_dict(), {p.id: p for p in pool})
     for step in range(4, 8):
-        assert [g.problem.id for g in a.next_groups(rollout, 4, step)[0]] == [g.problem.id for g in b.next_groups(rollout, 4, step)[0]]
+        assert [g.problem.id for g in a.next_groups(rollout, 4, step)[0]] == [
+            g.problem.id for g in b.next_groups(rollout, 4, step)[0]
+        ]
 
 
 def test_stage_switch_on_step_count():
-    curriculum = Curriculum([Stage("math", ["arith_train"], until_step=3), Stage("mixed", ["arith_train", "pyfunc_train"])])
+    curriculum = Curriculum(
+        [Stage("math", ["arith_train"], until_step=3), Stage("mixed", ["arith_train", "pyfunc_train"])]
+    )
     switched_at = None
     for step in range(1, 8):
         reason = curriculum.should_switch()

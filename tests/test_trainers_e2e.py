@@ -2,7 +2,9 @@
 algorithm two steps, the log vocabulary, checkpoints, exact resume across a stage switch, sinks)
 and one end-to-end run on the embedded model through ``rlvr train``, whose checkpoint
 ``rlvr eval`` loads."""
+
 import json
+import shutil
 import sys
 import types
 
@@ -17,10 +19,36 @@ from trainers.config import build_config
 from trainers.loop import run_training
 from trainers.telemetry import read_log
 
-LOG_KEYS = {"step", "reward_mean", "accuracy", "zero_variance_fraction", "effective_batch", "generations", "generations_total", "length_correct",
-            "length_incorrect", "truncation_rate", "clip_low_fraction", "clip_high_fraction", "kl", "entropy", "grad_norm", "tokens_per_s",
-            "time_generate", "time_score", "time_learn", "time_sync", "reflection_drgrpo", "reflection_recheck", "reflection_hesitation",
-            "reflection_exploration", "stage", "lr", "unverifiable", "masked_unverifiable"}
+LOG_KEYS = {
+    "step",
+    "reward_mean",
+    "accuracy",
+    "zero_variance_fraction",
+    "effective_batch",
+    "generations",
+    "generations_total",
+    "length_correct",
+    "length_incorrect",
+    "truncation_rate",
+    "clip_low_fraction",
+    "clip_high_fraction",
+    "kl",
+    "entropy",
+    "grad_norm",
+    "tokens_per_s",
+    "time_generate",
+    "time_score",
+    "time_learn",
+    "time_sync",
+    "reflection_drgrpo",
+    "reflection_recheck",
+    "reflection_hesitation",
+    "reflection_exploration",
+    "stage",
+    "lr",
+    "unverifiable",
+    "masked_unverifiable",
+}
 ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
 TIMINGS = {"time_generate", "time_score", "time_learn", "time_sync", "tokens_per_s"}
 
@@ -28,10 +56,29 @@ TIMINGS = {"time_generate", "time_score", "time_learn", "time_sync", "tokens_per
 def _tiny(algorithm, model, out, steps, **extra):
     """Two stages, the switch after step 1 (so a resume from step 2 restarts inside the second)."""
     model, data = model
-    stages = [{"name": "math", "sources": [data], "until_step": 1}, {"name": "mixed", "sources": [data, "pyfunc_train"]}]
-    values = {"model": model, "prompts_per_step": 2, "group_size": 4, "max_tokens": 8, "overlong_cache": 4, "gen_prompts": 4, "micro_batch_size": 8, "minibatch_size": 4, "mu": 2,
-              "max_gen_batches": 4, "save_every": 0, "save_optimizer": False, "max_steps": steps, "out": str(out), "lr": 1e-2, "stages": stages,
-              **extra}
+    stages = [
+        {"name": "math", "sources": [data], "until_step": 1},
+        {"name": "mixed", "sources": [data, "pyfunc_train"]},
+    ]
+    values = {
+        "model": model,
+        "prompts_per_step": 2,
+        "group_size": 4,
+        "max_tokens": 8,
+        "overlong_cache": 4,
+        "gen_prompts": 4,
+        "micro_batch_size": 8,
+        "minibatch_size": 4,
+        "mu": 2,
+        "max_gen_batches": 4,
+        "save_every": 0,
+        "save_optimizer": False,
+        "max_steps": steps,
+        "out": str(out),
+        "lr": 1e-2,
+        "stages": stages,
+        **extra,
+    }
     return build_config(algorithm, "cpu-demo", values)
 
 
@@ -86,6 +133,7 @@ def test_resume_after_a_stage_switch_is_exact(tmp_path, tiny, algorithm):
     assert [line["stage"] for line in read_log(resumed)] == ["math", "mixed", "mixed", "mixed"]
     initial = load_file(str(tmp_path / "split" / "checkpoint-000002" / "model.safetensors"))
     assert not all(torch.equal(initial[k], b[k]) for k in b)  # steps 3-4 moved the weights
+    shutil.rmtree(tmp_path)  # passed: free its checkpoints now (the suite stays under 1 GB of temporary disk)
 
 
 def test_resume_needs_the_optimizer_state(tmp_path, tiny):
@@ -98,9 +146,15 @@ def test_resume_needs_the_optimizer_state(tmp_path, tiny):
 def test_tensorboard_and_wandb_sinks(tmp_path, monkeypatch, tiny):
     pytest.importorskip("tensorboard")
     logged = []
-    fake = types.SimpleNamespace(init=lambda **kw: types.SimpleNamespace(log=lambda data, step: logged.append((step, data)), finish=lambda: logged.append("finish")))
+    fake = types.SimpleNamespace(
+        init=lambda **kw: types.SimpleNamespace(
+            log=lambda data, step: logged.append((step, data)), finish=lambda: logged.append("finish")
+        )
+    )
     monkeypatch.setitem(sys.modules, "wandb", fake)
-    out = run_training(_tiny("drgrpo", tiny, tmp_path / "sinks", 1, log_to=["jsonl", "tensorboard", "wandb"]), progress=False)
+    out = run_training(
+        _tiny("drgrpo", tiny, tmp_path / "sinks", 1, log_to=["jsonl", "tensorboard", "wandb"]), progress=False
+    )
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert logged[0][0] == 1 and "reward_mean" in logged[0][1] and logged[-1] == "finish"
 
@@ -108,19 +162,54 @@ def test_tensorboard_and_wandb_sinks(tmp_path, monkeypatch, tiny):
 def test_changing_a_defining_setting_is_logged(tmp_path, tiny, capsys):
     run_training(_tiny("drgrpo", tiny, tmp_path / "variant", 1, loss_agg="token_mean"), progress=False)
     err = capsys.readouterr().err
-    assert "warning: drgrpo run with a defining setting changed (loss_agg: 'seq_mean_token_sum_norm' -> 'token_mean')" in err
+    assert (
+        "warning: drgrpo run with a defining setting changed (loss_agg: 'seq_mean_token_sum_norm' -> 'token_mean')"
+        in err
+    )
 
 
 def test_embedded_model_end_to_end_through_the_command_line(tmp_path):
     """The README's own example (``--set lr=1e-5``: a string to YAML) trains the embedded model for
     two steps; ``rlvr eval`` grades the checkpoint with the same verifier."""
     out = tmp_path / "drgrpo"
-    result = rlvr("train", "drgrpo", "--config", "cpu-demo", "--max-steps", "2", "--out", str(out), "--set", "lr=1e-5", "--set", "prompts_per_step=2",
-                  "--set", "group_size=2", "--set", "max_tokens=8", "--set", "save_optimizer=false")
+    result = rlvr(
+        "train",
+        "drgrpo",
+        "--config",
+        "cpu-demo",
+        "--max-steps",
+        "2",
+        "--out",
+        str(out),
+        "--set",
+        "lr=1e-5",
+        "--set",
+        "prompts_per_step=2",
+        "--set",
+        "group_size=2",
+        "--set",
+        "max_tokens=8",
+        "--set",
+        "save_optimizer=false",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert [line["step"] for line in read_log(out)] == [1, 2] and "step 2/2" in result.stdout
-    evaluated = rlvr("eval", "--model", str(out / "checkpoint-000002"), "--benchmarks", "arith", "--limit", "2", "--max-tokens", "8", "--template", "chat",
-                     "--no-progress", "--out", str(tmp_path / "eval"))
+    evaluated = rlvr(
+        "eval",
+        "--model",
+        str(out / "checkpoint-000002"),
+        "--benchmarks",
+        "arith",
+        "--limit",
+        "2",
+        "--max-tokens",
+        "8",
+        "--template",
+        "chat",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "eval"),
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
     assert summary["model"]["name"] == "checkpoint-000002" and summary["benchmarks"]["arith"]["n_samples"] == 2
@@ -141,9 +230,13 @@ def test_run_directory_matches_saved_settings(tmp_path):
     from trainers.config import save_settings, settings_differing_from_saved
 
     cfg = build_config("drgrpo", "cpu-demo", {"out": str(tmp_path / "a")})
-    assert settings_differing_from_saved(tmp_path, cfg) == [f for f in sorted(vars(cfg)) if f != "out" and getattr(cfg, f) is not None]
+    assert settings_differing_from_saved(tmp_path, cfg) == [
+        f for f in sorted(vars(cfg)) if f != "out" and getattr(cfg, f) is not None
+    ]
     save_settings(tmp_path, cfg)
-    assert settings_differing_from_saved(tmp_path, build_config("drgrpo", "cpu-demo", {"out": str(tmp_path / "b")})) == []
+    assert (
+        settings_differing_from_saved(tmp_path, build_config("drgrpo", "cpu-demo", {"out": str(tmp_path / "b")})) == []
+    )
     other = build_config("drgrpo", "cpu-demo", {"lr": 1e-5, "max_steps": 7})
     assert settings_differing_from_saved(tmp_path, other) == ["lr", "max_steps"]
     assert settings_differing_from_saved(tmp_path, other, ("out", "max_steps")) == ["lr"]

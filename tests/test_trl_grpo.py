@@ -1,5 +1,6 @@
 """TRL's own GRPOTrainer runs two steps on the CPU (a tiny random model with the real tokenizer)
 with our reward, in process and against a running `rlvr serve`: rewards arrive and the steps complete."""
+
 import os
 
 import pytest
@@ -7,12 +8,12 @@ import pytest
 pytest.importorskip("trl")
 
 from datasets import Dataset  # noqa: E402
+from server_helpers import Server  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from sandbox.client import RewardClient  # noqa: E402
 from sandbox.rewards import trl_reward  # noqa: E402
 from sandbox.service import GradingService  # noqa: E402
-from server_helpers import Server  # noqa: E402
 
 PROMPTS = [("What is 2+3? Reply with just the number.", "5"), ("What is 4+4? Reply with just the number.", "8")]
 
@@ -29,8 +30,18 @@ def run_grpo(tmp_path, model, reward_fn):
 
     reward.__name__ = "rlvr_math"
     config = GRPOConfig(
-        output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, num_generations=4, max_completion_length=16,
-        learning_rate=1e-6, logging_steps=1, report_to=[], save_strategy="no", bf16=False, use_cpu=True, seed=0,
+        output_dir=str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=16,
+        learning_rate=1e-6,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        bf16=False,
+        use_cpu=True,
+        seed=0,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config, train_dataset=dataset)
     trainer.train()
@@ -60,7 +71,9 @@ def test_grpo_two_steps_in_process(tmp_path, tiny_model):
 def test_grpo_two_steps_against_the_server(tmp_path, tiny_model):
     server = Server()
     try:
-        trainer, calls = run_grpo(tmp_path, tiny_model, trl_reward("math", policy="arith", client=RewardClient(server.url)))
+        trainer, calls = run_grpo(
+            tmp_path, tiny_model, trl_reward("math", policy="arith", client=RewardClient(server.url))
+        )
         check(trainer, calls, trl_reward("math", policy="arith"))
     finally:
         server.stop()

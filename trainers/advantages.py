@@ -18,6 +18,7 @@ Overlong responses (``finish_reason == "length"``):
   ((L_max − L_cache) − L) / L_cache when L_max − L_cache < L ≤ L_max, −1 beyond.
 * ``none``  nothing special.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -28,7 +29,9 @@ ADVANTAGE_MODES = ("grpo", "drgrpo", "rloo")
 OVERLONG_MODES = ("none", "zero", "mask", "soft")
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, mode: str = "grpo", eps: float = 1e-8, valid: torch.Tensor | None = None) -> torch.Tensor:
+def group_advantages(
+    rewards: torch.Tensor, group_size: int, mode: str = "grpo", eps: float = 1e-8, valid: torch.Tensor | None = None
+) -> torch.Tensor:
     """Advantages for rewards laid out group by group: ``rewards[k*G:(k+1)*G]`` share a prompt.
 
     ``valid`` (0/1 per sample): samples whose verdict says nothing about the answer (the
@@ -62,8 +65,15 @@ def soft_overlong_penalty(length: int, max_tokens: int, cache: int) -> float:
     return -1.0
 
 
-def shape_rewards(correct: Sequence[bool], lengths: Sequence[int], truncated: Sequence[bool], overlong: str = "none",
-                  max_tokens: int = 0, cache: int = 0, values: tuple[float, float] = (1.0, 0.0)) -> tuple[torch.Tensor, torch.Tensor]:
+def shape_rewards(
+    correct: Sequence[bool],
+    lengths: Sequence[int],
+    truncated: Sequence[bool],
+    overlong: str = "none",
+    max_tokens: int = 0,
+    cache: int = 0,
+    values: tuple[float, float] = (1.0, 0.0),
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(rewards, sequence loss mask)`` from verdicts. ``values`` = (reward if correct, if not):
     (1, 0) for Dr. GRPO / GRPO, (1, −1) for DAPO eq. 7."""
     if overlong not in OVERLONG_MODES:

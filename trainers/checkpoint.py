@@ -1,6 +1,7 @@
 """Checkpoints: a Hugging Face model directory (loadable by ``rlvr eval``) plus the trainer state
 (optimizer, RNG streams, prompt-selection and curriculum position, step) so that N steps
 straight equal N/2 steps, a resume, and N/2 more."""
+
 from __future__ import annotations
 
 import random
@@ -29,7 +30,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(out: Path, step: int, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer | None, trainer: dict[str, Any]) -> Path:
+def save_checkpoint(
+    out: Path, step: int, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer | None, trainer: dict[str, Any]
+) -> Path:
     """Write ``out/checkpoint-<step>`` atomically (a temporary directory renamed at the end);
     ``optimizer`` None leaves its state out (the checkpoint then evaluates but cannot resume)."""
     final = Path(out) / f"checkpoint-{step:06d}"
@@ -53,7 +56,9 @@ def latest_checkpoint(out: Path) -> Path | None:
         path = Path(out) / marker.read_text().strip()
         if (path / STATE_FILE).exists():
             return path
-    found = sorted(p for p in Path(out).glob("checkpoint-*") if (p / STATE_FILE).exists() and not p.name.endswith(".tmp"))
+    found = sorted(
+        p for p in Path(out).glob("checkpoint-*") if (p / STATE_FILE).exists() and not p.name.endswith(".tmp")
+    )
     return found[-1] if found else None
 
 

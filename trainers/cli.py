@@ -3,6 +3,7 @@
 Registered with the ``rlvr`` entry point through the ``rlvr.commands`` entry-point group, so the
 harness never imports the trainers (dependencies point sandbox <- harness <- trainers).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,8 @@ TrainConfig fields. --set KEY=VALUE overrides any field (values read as YAML).
 examples:
   rlvr train drgrpo --config cpu-demo --out results/drgrpo-demo
   rlvr train drgrpo --config cpu-demo --out results/drgrpo-demo --max-steps 40 --resume
-  rlvr train srpo --config cpu-demo --set lr=1e-5 --set "stages=[{name: math, sources: [arith_train], until_step: 10}, {name: mixed, sources: [arith_train, pyfunc_train]}]"
+  rlvr train srpo --config cpu-demo --set lr=1e-5 \\
+    --set "stages=[{name: a, sources: [arith_train], until_step: 10}, {name: b, sources: [arith_train, pyfunc_train]}]"
   rlvr train grpo --config paper --model Qwen/Qwen2.5-Math-1.5B --set backend=vllm
   rlvr train randopt --config cpu-demo --population 64 --out results/randopt-demo
   rlvr train corp --config cpu-demo --out results/corp-demo     # spec.json + merged/ checkpoint
@@ -33,17 +35,35 @@ test_samples.jsonl; RandOpt adds top_k_seeds.json, CoRP spec.json and merged/.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train with GRPO, Dr. GRPO, DAPO, SRPO, RandOpt or CoRP", description="Reference trainers; rewards from the sandbox verifiers.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "train",
+        help="train with GRPO, Dr. GRPO, DAPO, SRPO, RandOpt or CoRP",
+        description="Reference trainers; rewards from the sandbox verifiers.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("algorithm", choices=POLICY_GRADIENT + GRADIENT_FREE, help="which algorithm")
     p.add_argument("--config", default=None, help="preset name (cpu-demo, paper) or a YAML file")
     p.add_argument("--out", default=None, help="run directory (default results/train-<algorithm>)")
-    p.add_argument("--max-steps", dest="max_steps", type=int, default=None, help="stop after this step (policy-gradient trainers)")
+    p.add_argument(
+        "--max-steps", dest="max_steps", type=int, default=None, help="stop after this step (policy-gradient trainers)"
+    )
     p.add_argument("--population", type=int, default=None, help="RandOpt / CoRP: perturbations in the population")
     p.add_argument("--model", default=None, help="HF checkpoint dir or hub id (default: the embedded model)")
     p.add_argument("--seed", type=int, default=None, help="run seed")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config field (repeatable)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint (policy-gradient trainers)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field (repeatable)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its latest checkpoint (policy-gradient trainers)",
+    )
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no per-step progress lines")
     p.set_defaults(func=run)
 

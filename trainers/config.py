@@ -3,6 +3,7 @@
 Layering (later wins): these defaults < the algorithm module's ``DEFINING`` settings
 < a preset (``--config cpu-demo`` / ``paper``) or a YAML file < ``--set key=value`` flags.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,7 +14,6 @@ from typing import Any, Sequence
 from harness.errors import UserError
 
 ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
-
 
 
 def algorithm_module(name: str):
@@ -102,13 +102,22 @@ class TrainConfig:
             (self.loss_agg in AGGREGATIONS, f"loss_agg must be one of {AGGREGATIONS}"),
             (self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}"),
             (self.overlong in OVERLONG_MODES, f"overlong must be one of {OVERLONG_MODES}"),
-            (self.overlong != "soft" or 0 < self.overlong_cache <= self.max_tokens, "overlong: soft needs 0 < overlong_cache <= max_tokens"),
+            (
+                self.overlong != "soft" or 0 < self.overlong_cache <= self.max_tokens,
+                "overlong: soft needs 0 < overlong_cache <= max_tokens",
+            ),
             (self.group_size >= 2, "group_size must be at least 2 (group baselines need two samples)"),
-            (self.prompts_per_step >= 1 and self.max_tokens >= 1 and self.mu >= 1 and self.micro_batch_size >= 1, "sizes must be positive"),
+            (
+                self.prompts_per_step >= 1 and self.max_tokens >= 1 and self.mu >= 1 and self.micro_batch_size >= 1,
+                "sizes must be positive",
+            ),
             (self.max_steps >= 0, "max_steps must be >= 0"),
             (self.backend in ("hf", "vllm"), "backend must be hf or vllm"),
             (self.lr > 0 and 0 <= self.eps_low < 1 and self.eps_high >= 0, "lr must be positive and 0 <= eps_low < 1"),
-            (self.selection != "dynamic" or self.gen_prompts is None or self.gen_prompts >= 1, "gen_prompts must be positive"),
+            (
+                self.selection != "dynamic" or self.gen_prompts is None or self.gen_prompts >= 1,
+                "gen_prompts must be positive",
+            ),
             (bool(self.stages), "stages must list at least one stage"),
             (set(self.log_to) <= {"jsonl", "tensorboard", "wandb"}, "log_to entries: jsonl, tensorboard, wandb"),
         ]
@@ -130,7 +139,9 @@ def check_stages(stages: list[dict[str, Any]]) -> None:
 
     for data in stages:
         if not isinstance(data, dict):
-            raise UserError(f"bad training config: each stage is a mapping {{name, sources, until_step, ...}}, got {data!r}")
+            raise UserError(
+                f"bad training config: each stage is a mapping {{name, sources, until_step, ...}}, got {data!r}"
+            )
         try:
             stage = Stage.from_dict(data)
         except ValueError as exc:
@@ -146,8 +157,11 @@ def check_sources(names: Sequence[str], where: str) -> None:
     for name in names:
         if is_custom_source(name):
             if not name.startswith("hf:") and not Path(name).exists():
-                raise UserError(f"bad training config: {where} names {name}, which does not exist (put the data there, or name yours with "
-                                f"--set \"stages=[{{name: main, sources: [FILE.jsonl]}}]\" / --set train_source=FILE.jsonl)")
+                raise UserError(
+                    f"bad training config: {where} names {name}, which does not exist (put the data there, or name "
+                    "yours with "
+                    f'--set "stages=[{{name: main, sources: [FILE.jsonl]}}]" / --set train_source=FILE.jsonl)'
+                )
         else:
             try:
                 get_benchmark(name)
@@ -182,8 +196,11 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         try:
             out[key.strip().replace("-", "_")] = yaml.safe_load(value)
         except yaml.YAMLError as exc:
-            raise UserError(f"--set {key.strip()}: the value is not valid YAML ({getattr(exc, 'problem', exc)}); quote it in the shell, e.g. "
-                            f"--set \"{key.strip()}=[1, 2]\"") from None
+            raise UserError(
+                f"--set {key.strip()}: the value is not valid YAML ({getattr(exc, 'problem', exc)}); quote it in the "
+                "shell, e.g. "
+                f'--set "{key.strip()}=[1, 2]"'
+            ) from None
     return out
 
 
@@ -210,7 +227,9 @@ def settings_differing_from_saved(out: Path, cfg: Any, ignore: Sequence[str] = (
     return sorted(k for k in current if k not in ignore and old.get(k) != current[k])
 
 
-def layered_settings(cls: type, algorithm: str, config: str | None, defaults: dict[str, Any], overrides: dict[str, Any], label: str):
+def layered_settings(
+    cls: type, algorithm: str, config: str | None, defaults: dict[str, Any], overrides: dict[str, Any], label: str
+):
     """``cls`` from defaults < preset or YAML file < overrides (typed, unknown keys refused in
     one line), shared by the policy-gradient and the gradient-free configs."""
     from harness.config import build_settings, read_yaml
@@ -219,7 +238,9 @@ def layered_settings(cls: type, algorithm: str, config: str | None, defaults: di
     if config:
         preset = load_preset(algorithm, config)
         if preset is None and not Path(config).exists():
-            raise UserError(f"no preset {config!r} for {algorithm} (shipped: {', '.join(preset_names(algorithm))}) and no such file")
+            raise UserError(
+                f"no preset {config!r} for {algorithm} (shipped: {', '.join(preset_names(algorithm))}) and no such file"
+            )
         layer = preset if preset is not None else read_yaml(config)
     return build_settings(cls, [defaults, layer, overrides, {"algorithm": algorithm}], label)
 

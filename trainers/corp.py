@@ -26,6 +26,7 @@ Deliberate deviations and options, labelled:
 * Test scores are computed once at the end (base, top-1 reference, Stage 1, final), not after
   every accepted round.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,10 +37,33 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.benchmarks.problems import Problem
-from trainers.corp_ops import (Cloud, KeySpace, cloud_stats, compare, gate_passes, local_amplitudes, probe_accepts, regression_lambda, search_weights,
-                               target_ess, two_pass_merge, update_isotropic_share)
+from trainers.corp_ops import (
+    Cloud,
+    KeySpace,
+    cloud_stats,
+    compare,
+    gate_passes,
+    local_amplitudes,
+    probe_accepts,
+    regression_lambda,
+    search_weights,
+    target_ess,
+    two_pass_merge,
+    update_isotropic_share,
+)
 from trainers.es_config import ESConfig
-from trainers.es_loop import ESLog, run_search, Splits, accuracy_report, progress, rows_of, sample_population, split_half, write_population, write_test_samples
+from trainers.es_loop import (
+    ESLog,
+    Splits,
+    accuracy_report,
+    progress,
+    rows_of,
+    run_search,
+    sample_population,
+    split_half,
+    write_population,
+    write_test_samples,
+)
 from trainers.perturb import save_consolidated
 from trainers.population import PopulationScorer, Scored
 
@@ -58,29 +82,62 @@ class Centre:
     probe: np.ndarray
 
 
-def score_splits(scorer: PopulationScorer, space: KeySpace, amplitudes: np.ndarray, parts: Sequence[Sequence[Problem]]) -> list[Scored]:
+def score_splits(
+    scorer: PopulationScorer, space: KeySpace, amplitudes: np.ndarray, parts: Sequence[Sequence[Problem]]
+) -> list[Scored]:
     """One generation pass over several splits, cut back into per-split outcomes."""
     problems = [p for part in parts for p in part]
     scored = scorer.score(space.components(space.pad(amplitudes)), problems)
     out, start = [], 0
     for part in parts:
         stop = start + len(part)
-        out.append(Scored(scored.correct[start:stop], scored.extracted[start:stop], scored.reasons[start:stop], scored.texts[start:stop]))
+        out.append(
+            Scored(
+                scored.correct[start:stop],
+                scored.extracted[start:stop],
+                scored.reasons[start:stop],
+                scored.texts[start:stop],
+            )
+        )
         start = stop
     return out
 
 
-def stage1(cfg: ESConfig, scorer: PopulationScorer, space: KeySpace, A: np.ndarray, rewards: np.ndarray, probe: Sequence[Problem],
-           log: ESLog, show: bool) -> dict[str, Any]:
+def stage1(
+    cfg: ESConfig,
+    scorer: PopulationScorer,
+    space: KeySpace,
+    A: np.ndarray,
+    rewards: np.ndarray,
+    probe: Sequence[Problem],
+    log: ESLog,
+    show: bool,
+) -> dict[str, Any]:
     """Grid over (q, β, s) on the probe split; returns the winner and the top-1 reference."""
     best: dict[str, Any] | None = None
     for q, beta in product(cfg.q_grid, cfg.beta_grid):
         merge = two_pass_merge(A, rewards, q, beta, cfg.rank)
         for s in cfg.s_grid:
             accuracy = scorer.score(space.components(s * merge.cloud.mean), probe).accuracy
-            log.write("stage1_grid", stage="stage1", q=q, beta=beta, s=s, probe_accuracy=accuracy, elite=len(merge.elite), **merge.cloud.diagnostics())
+            log.write(
+                "stage1_grid",
+                stage="stage1",
+                q=q,
+                beta=beta,
+                s=s,
+                probe_accuracy=accuracy,
+                elite=len(merge.elite),
+                **merge.cloud.diagnostics(),
+            )
             if best is None or accuracy > best["probe_accuracy"]:
-                best = {"q": q, "beta": beta, "s": s, "probe_accuracy": accuracy, "merge": merge, "amplitudes": s * merge.cloud.mean}
+                best = {
+                    "q": q,
+                    "beta": beta,
+                    "s": s,
+                    "probe_accuracy": accuracy,
+                    "merge": merge,
+                    "amplitudes": s * merge.cloud.mean,
+                }
         progress(f"stage 1: q={q} beta={beta} best probe {best['probe_accuracy']:.3f}", show)
     assert best is not None
     top = int(np.argmax(rewards))
@@ -93,8 +150,19 @@ def stage1(cfg: ESConfig, scorer: PopulationScorer, space: KeySpace, A: np.ndarr
     return {"best": best, "top1": top1}
 
 
-def stage2(cfg: ESConfig, scorer: PopulationScorer, space: KeySpace, centre: Centre, cloud: Cloud, sigma: float, eta_c: float,
-           halves: tuple[list[Problem], list[Problem]], probe: Sequence[Problem], log: ESLog, show: bool) -> tuple[Centre, dict[str, Any]]:
+def stage2(
+    cfg: ESConfig,
+    scorer: PopulationScorer,
+    space: KeySpace,
+    centre: Centre,
+    cloud: Cloud,
+    sigma: float,
+    eta_c: float,
+    halves: tuple[list[Problem], list[Problem]],
+    probe: Sequence[Problem],
+    log: ESLog,
+    show: bool,
+) -> tuple[Centre, dict[str, Any]]:
     """Adaptive constructive recentring with the held-out validation gate (§5.5)."""
     selection, gate = halves
     share = cfg.isotropic_share
@@ -131,11 +199,24 @@ def stage2(cfg: ESConfig, scorer: PopulationScorer, space: KeySpace, centre: Cen
             direction = merge.cloud.mean / merge.cloud.norm
             for multiple in cfg.eta_grid:
                 eta = multiple * eta_c
-                sel, gat = score_splits(scorer, space, space.pad(centre.amplitudes) + eta * space.pad(direction), [selection, gate])
+                sel, gat = score_splits(
+                    scorer, space, space.pad(centre.amplitudes) + eta * space.pad(direction), [selection, gate]
+                )
                 o_sel = compare(centre.selection, sel.correct, lam, cfg.gate_z)
                 o_gate = compare(centre.gate, gat.correct, lam, cfg.gate_z)
-                proposals.append({"q": q, "beta": beta, "eta": eta, "direction": direction, "cs_sel": o_sel.score, "net_sel": o_sel.fixes - o_sel.regressions,
-                                  "cs_gate": o_gate.score, "lcb_gate": o_gate.lcb, "passed": gate_passes(centre.gate, gat.correct, lam, cfg.gate_z)})
+                proposals.append(
+                    {
+                        "q": q,
+                        "beta": beta,
+                        "eta": eta,
+                        "direction": direction,
+                        "cs_sel": o_sel.score,
+                        "net_sel": o_sel.fixes - o_sel.regressions,
+                        "cs_gate": o_gate.score,
+                        "lcb_gate": o_gate.lcb,
+                        "passed": gate_passes(centre.gate, gat.correct, lam, cfg.gate_z),
+                    }
+                )
         proposals.sort(key=lambda p: (-p["cs_sel"], -p["net_sel"]))
         chosen = next((p for p in proposals if p["passed"]), proposals[0] if proposals else None)
         # 5. probe line search and second gate
@@ -143,18 +224,35 @@ def stage2(cfg: ESConfig, scorer: PopulationScorer, space: KeySpace, centre: Cen
         if chosen is not None and chosen["passed"]:
             for alpha in cfg.probe_alpha_grid:
                 eta = alpha * chosen["eta"]
-                result = score_splits(scorer, space, space.pad(centre.amplitudes) + eta * space.pad(chosen["direction"]), [probe])[0]
+                result = score_splits(
+                    scorer, space, space.pad(centre.amplitudes) + eta * space.pad(chosen["direction"]), [probe]
+                )[0]
                 if probe_best is None or result.accuracy > probe_best[1].accuracy:
                     probe_best = (eta, result)
             assert probe_best is not None
             accept, probe_lcb = probe_accepts(centre.probe, probe_best[1].correct, cfg.gate_z, cfg.accept_epsilon)
-        entry = {"round": rnd, "lambda": lam, "target_ess": _round(ess_r), "sigma": _round(sigma), "isotropic_share": _round(share),
-                 "temperature": None if temperature is None else _round(temperature), "positives": int(len(positive)), "local": len(local),
-                 "best_cs": _round(float(cs.max())), "F_best": outcomes[int(np.argmax(cs))].fixes, "G_best": outcomes[int(np.argmax(cs))].regressions,
-                 "proposals": len(proposals), "proposals_passing_gate": sum(p["passed"] for p in proposals),
-                 "chosen": None if chosen is None else {k: (_round(v) if isinstance(v, float) else v) for k, v in chosen.items() if k != "direction"},
-                 "probe_accuracy": None if probe_best is None else probe_best[1].accuracy, "probe_lcb": None if probe_lcb is None else _round(probe_lcb),
-                 "accepted": accept, **{f"search_{k}": v for k, v in cloud.diagnostics().items()}}
+        entry = {
+            "round": rnd,
+            "lambda": lam,
+            "target_ess": _round(ess_r),
+            "sigma": _round(sigma),
+            "isotropic_share": _round(share),
+            "temperature": None if temperature is None else _round(temperature),
+            "positives": int(len(positive)),
+            "local": len(local),
+            "best_cs": _round(float(cs.max())),
+            "F_best": outcomes[int(np.argmax(cs))].fixes,
+            "G_best": outcomes[int(np.argmax(cs))].regressions,
+            "proposals": len(proposals),
+            "proposals_passing_gate": sum(p["passed"] for p in proposals),
+            "chosen": None
+            if chosen is None
+            else {k: (_round(v) if isinstance(v, float) else v) for k, v in chosen.items() if k != "direction"},
+            "probe_accuracy": None if probe_best is None else probe_best[1].accuracy,
+            "probe_lcb": None if probe_lcb is None else _round(probe_lcb),
+            "accepted": accept,
+            **{f"search_{k}": v for k, v in cloud.diagnostics().items()},
+        }
         if accept:
             assert probe_best is not None and chosen is not None
             eta = probe_best[0]
@@ -169,14 +267,27 @@ def stage2(cfg: ESConfig, scorer: PopulationScorer, space: KeySpace, centre: Cen
             rejects += 1
         log.write("stage2_round", stage="stage2", **entry)
         history.append(entry)
-        progress(f"stage 2 round {rnd}: {len(positive)}/{len(local)} local candidates constructive, "
-                 f"{entry['proposals_passing_gate']}/{len(proposals)} proposals pass the gate, {'ACCEPT' if accept else 'reject'}", show)
+        progress(
+            f"stage 2 round {rnd}: {len(positive)}/{len(local)} local candidates constructive, "
+            f"{entry['proposals_passing_gate']}/{len(proposals)} proposals pass the gate, "
+            f"{'ACCEPT' if accept else 'reject'}",
+            show,
+        )
         if (accept and accepted >= cfg.max_accepts) or (not accept and rejects >= cfg.patience):
             break
     return centre, {"rounds": history, "accepted": accepted, "rejected": len(history) - accepted}
 
 
-def search(cfg: ESConfig, scorer: PopulationScorer, splits: Splits, log: ESLog, out: Path, model_path: str, model_name: str, show: bool) -> dict[str, Any]:
+def search(
+    cfg: ESConfig,
+    scorer: PopulationScorer,
+    splits: Splits,
+    log: ESLog,
+    out: Path,
+    model_path: str,
+    model_name: str,
+    show: bool,
+) -> dict[str, Any]:
     # Stage 0
     population = sample_population(cfg, scorer, splits.support, log, show)
     write_population(out, population)
@@ -197,10 +308,24 @@ def search(cfg: ESConfig, scorer: PopulationScorer, splits: Splits, log: ESLog, 
     gated_out = cfg.stage1_gate and best["probe_accuracy"] < base_probe.accuracy
     if gated_out:
         stage1_amp = np.zeros(len(space))
-    log.write("stage1", stage="stage1", q=best["q"], beta=best["beta"], s=best["s"], probe_accuracy=best["probe_accuracy"], base_probe_accuracy=base_probe.accuracy,
-              step_norm=_round(float(np.linalg.norm(best["amplitudes"]))), gate=cfg.stage1_gate, kept=not gated_out, **merge.cloud.diagnostics())
-    progress(f"stage 1: q={best['q']} beta={best['beta']} s={best['s']} probe {best['probe_accuracy']:.3f} (base {base_probe.accuracy:.3f})"
-             + (" -> rejected by the stage-1 gate" if gated_out else ""), show)
+    log.write(
+        "stage1",
+        stage="stage1",
+        q=best["q"],
+        beta=best["beta"],
+        s=best["s"],
+        probe_accuracy=best["probe_accuracy"],
+        base_probe_accuracy=base_probe.accuracy,
+        step_norm=_round(float(np.linalg.norm(best["amplitudes"]))),
+        gate=cfg.stage1_gate,
+        kept=not gated_out,
+        **merge.cloud.diagnostics(),
+    )
+    progress(
+        f"stage 1: q={best['q']} beta={best['beta']} s={best['s']} probe {best['probe_accuracy']:.3f} (base "
+        f"{base_probe.accuracy:.3f})" + (" -> rejected by the stage-1 gate" if gated_out else ""),
+        show,
+    )
     # Stage 2
     order = np.random.default_rng(cfg.split_seed).permutation(len(splits.support))
     half = len(order) // 2
@@ -209,29 +334,88 @@ def search(cfg: ESConfig, scorer: PopulationScorer, splits: Splits, log: ESLog, 
     sel, gat, prb = score_splits(scorer, space, stage1_amp, [selection, gate, splits.probe])
     centre = Centre(stage1_amp, sel.correct, gat.correct, prb.correct)
     eta_c = best["s"] * merge.cloud.norm
-    centre, rounds = stage2(cfg, scorer, space, centre, merge.cloud, population.best_sigma, eta_c, (selection, gate), splits.probe, log, show)
+    centre, rounds = stage2(
+        cfg,
+        scorer,
+        space,
+        centre,
+        merge.cloud,
+        population.best_sigma,
+        eta_c,
+        (selection, gate),
+        splits.probe,
+        log,
+        show,
+    )
     search_generations = scorer.generations
     # the consolidated model: base + seeds/σ/weights, and a merged HF checkpoint beside it
     spec = space.components(space.pad(centre.amplitudes))
-    progress(f"saving the consolidated model ({len(spec)} components) and evaluating on {len(splits.test)} held-out problems", show)
-    save_consolidated(out, spec, model_path, model_name, cfg.noise_dtype,
-                      {"algorithm": "corp", "backend": cfg.backend, "stage1": {"q": best["q"], "beta": best["beta"], "s": best["s"], "kept": not gated_out},
-                       "accepted_rounds": rounds["accepted"], "rounds": len(rounds["rounds"])}, cfg.dtype, cfg.device)
+    progress(
+        f"saving the consolidated model ({len(spec)} components) and evaluating on {len(splits.test)} held-out "
+        "problems",
+        show,
+    )
+    save_consolidated(
+        out,
+        spec,
+        model_path,
+        model_name,
+        cfg.noise_dtype,
+        {
+            "algorithm": "corp",
+            "backend": cfg.backend,
+            "stage1": {"q": best["q"], "beta": best["beta"], "s": best["s"], "kept": not gated_out},
+            "accepted_rounds": rounds["accepted"],
+            "rounds": len(rounds["rounds"]),
+        },
+        cfg.dtype,
+        cfg.device,
+    )
     base = scorer.score([], splits.test)
     stage1_test = scorer.score(space.components(space.pad(stage1_amp)), splits.test) if not gated_out else base
     top1_test = scorer.score(space.components(space.pad(one["top1"]["amplitudes"])), splits.test)
     final = scorer.score(spec, splits.test)
-    test = {"base": accuracy_report(base), "top1_reference": {**accuracy_report(top1_test, base), "inference_passes_per_example": 1},
-            "stage1": {**accuracy_report(stage1_test, base), "inference_passes_per_example": 1},
-            "corp": {**accuracy_report(final, base), "inference_passes_per_example": 1}}
+    test = {
+        "base": accuracy_report(base),
+        "top1_reference": {**accuracy_report(top1_test, base), "inference_passes_per_example": 1},
+        "stage1": {**accuracy_report(stage1_test, base), "inference_passes_per_example": 1},
+        "corp": {**accuracy_report(final, base), "inference_passes_per_example": 1},
+    }
     for name, entry in test.items():
         log.write("test", model=name, accuracy=entry["accuracy"]["value"])
-    write_test_samples(out, splits.test, {"base": rows_of(base), "top1_reference": rows_of(top1_test), "stage1": rows_of(stage1_test), "corp": rows_of(final)})
-    return {"algorithm": "corp", "population": cfg.population, "best_sigma": population.best_sigma, "search_generations": search_generations,
-            "test_generations": scorer.generations - search_generations, "noise_draws": scorer.noise_draws,
-            "stage1": {"q": best["q"], "beta": best["beta"], "s": best["s"], "probe_accuracy": best["probe_accuracy"], "base_probe_accuracy": base_probe.accuracy,
-                       "gate": cfg.stage1_gate, "kept": not gated_out, **merge.cloud.diagnostics()},
-            "stage2": rounds, "components": len(spec), "solution_density": population.density(), "split_half": split_half(cfg, population), "test": test}
+    write_test_samples(
+        out,
+        splits.test,
+        {
+            "base": rows_of(base),
+            "top1_reference": rows_of(top1_test),
+            "stage1": rows_of(stage1_test),
+            "corp": rows_of(final),
+        },
+    )
+    return {
+        "algorithm": "corp",
+        "population": cfg.population,
+        "best_sigma": population.best_sigma,
+        "search_generations": search_generations,
+        "test_generations": scorer.generations - search_generations,
+        "noise_draws": scorer.noise_draws,
+        "stage1": {
+            "q": best["q"],
+            "beta": best["beta"],
+            "s": best["s"],
+            "probe_accuracy": best["probe_accuracy"],
+            "base_probe_accuracy": base_probe.accuracy,
+            "gate": cfg.stage1_gate,
+            "kept": not gated_out,
+            **merge.cloud.diagnostics(),
+        },
+        "stage2": rounds,
+        "components": len(spec),
+        "solution_density": population.density(),
+        "split_half": split_half(cfg, population),
+        "test": test,
+    }
 
 
 def train(cfg: ESConfig, resume: bool = False, progress: bool = True) -> Path:

@@ -6,6 +6,7 @@ norm, so inner products, norms, means and SVDs are computed on these short vecto
 weight space — exactly as the authors' ``core/corp_ops.py`` / ``core/collapse_ops.py`` do
 (ALGORITHMS.md §5.2). Equation references are to ALGORITHMS.md §5.4 (Stage 1) and §5.5 (Stage 2).
 """
+
 from __future__ import annotations
 
 import math
@@ -117,8 +118,13 @@ class Cloud:
         return float(np.linalg.norm(self.mean))
 
     def diagnostics(self) -> dict[str, float | list[float]]:
-        return {"effective_rank": round(self.effective_rank, 4), "kappa": float(f"{self.kappa:.6g}"), "trace": float(f"{self.trace:.6g}"),
-                "mean_norm": float(f"{self.norm:.6g}"), "top_eigenvalues": [float(f"{v:.6g}") for v in self.eigenvalues[:8]]}
+        return {
+            "effective_rank": round(self.effective_rank, 4),
+            "kappa": float(f"{self.kappa:.6g}"),
+            "trace": float(f"{self.trace:.6g}"),
+            "mean_norm": float(f"{self.norm:.6g}"),
+            "top_eigenvalues": [float(f"{v:.6g}") for v in self.eigenvalues[:8]],
+        }
 
 
 def cloud_stats(A: np.ndarray, weights: np.ndarray, rank: int = 8) -> Cloud:
@@ -205,7 +211,9 @@ def gate_passes(centre: Sequence[bool], candidate: Sequence[bool], lam: float, z
     return outcome.score > 0 and outcome.lcb > 0
 
 
-def probe_accepts(centre: Sequence[bool], candidate: Sequence[bool], z: float = 1.0, epsilon: float = 0.0) -> tuple[bool, float]:
+def probe_accepts(
+    centre: Sequence[bool], candidate: Sequence[bool], z: float = 1.0, epsilon: float = 0.0
+) -> tuple[bool, float]:
     """The second gate (step 5): paired LCB on the probe set > 0 and accuracy ≥ the centre's + ε."""
     lcb = paired_lcb(centre, candidate, z)
     return lcb > 0 and float(np.mean(candidate)) >= float(np.mean(centre)) + epsilon, lcb
@@ -263,8 +271,14 @@ def target_ess(round_index: int, rounds: int, start: float = 16.0, end: float = 
     return float(math.exp((1 - t) * math.log(start) + t * math.log(end)))
 
 
-def local_amplitudes(space: KeySpace, seeds: Sequence[int], sigma: float, isotropic_share: float, cloud: Cloud | None,
-                     normals: np.ndarray) -> list[np.ndarray]:
+def local_amplitudes(
+    space: KeySpace,
+    seeds: Sequence[int],
+    sigma: float,
+    isotropic_share: float,
+    cloud: Cloud | None,
+    normals: np.ndarray,
+) -> list[np.ndarray]:
     """Stage 2 step 1: an isotropic axis (seed, σ√λ_iso) plus Σ_k c_k u_k with
     c_k = σ √(1 − λ_iso) √λ_k z_k. As coded: λ_k is in amplitude² units, so this part scales as
     σ·√λ_k (reproduced, not "fixed"; ALGORITHMS.md §5.5 note)."""
@@ -276,7 +290,12 @@ def local_amplitudes(space: KeySpace, seeds: Sequence[int], sigma: float, isotro
         vector[axis] = sigma_iso
         if cloud is not None and len(cloud.eigenvalues):
             k = len(cloud.eigenvalues)
-            coefficients = sigma * math.sqrt(1.0 - isotropic_share) * np.sqrt(np.maximum(cloud.eigenvalues, 0.0)) * normals[row, :k]
+            coefficients = (
+                sigma
+                * math.sqrt(1.0 - isotropic_share)
+                * np.sqrt(np.maximum(cloud.eigenvalues, 0.0))
+                * normals[row, :k]
+            )
             low_rank = coefficients @ cloud.directions
             vector[: len(low_rank)] += low_rank
         out.append(vector)

@@ -14,6 +14,7 @@ plateau as the plausible triggers):
 The last stage never ends. Each stage declares its data sources (benchmark names, e.g. the
 procedural ``arith_train`` and ``pyfunc_train``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -33,14 +34,23 @@ class Stage:
     def from_dict(cls, data: dict[str, Any]) -> "Stage":
         unknown = set(data) - {"name", "sources", "until_step", "until_generations", "plateau_window", "plateau_delta"}
         if unknown:
-            raise ValueError(f"unknown stage key(s) {sorted(unknown)}; use name, sources, until_step, until_generations, plateau_window, plateau_delta")
+            raise ValueError(
+                f"unknown stage key(s) {sorted(unknown)}; use name, sources, until_step, until_generations, "
+                "plateau_window, plateau_delta"
+            )
         sources = data.get("sources") or []
         if isinstance(sources, str):
             sources = [s.strip() for s in sources.split(",") if s.strip()]
         if not sources:
             raise ValueError(f"stage {data.get('name')!r} declares no data sources")
-        return cls(str(data.get("name", "stage")), list(sources), data.get("until_step"), data.get("plateau_window"), float(data.get("plateau_delta", 0.01)),
-                   data.get("until_generations"))
+        return cls(
+            str(data.get("name", "stage")),
+            list(sources),
+            data.get("until_step"),
+            data.get("plateau_window"),
+            float(data.get("plateau_delta", 0.01)),
+            data.get("until_generations"),
+        )
 
 
 @dataclass
@@ -75,11 +85,16 @@ class Curriculum:
             recent = sum(self.rewards[-window:]) / window
             before = sum(self.rewards[-2 * window : -window]) / window
             if recent - before < stage.plateau_delta:
-                return f"reward plateau: last {window} steps {recent:.3f} vs {before:.3f} before (< +{stage.plateau_delta})"
+                return (
+                    f"reward plateau: last {window} steps {recent:.3f} vs {before:.3f} before (< "
+                    f"+{stage.plateau_delta})"
+                )
         return None
 
     def advance(self, step: int, reason: str) -> Stage:
-        self.switches.append({"step": step, "from": self.stage.name, "to": self.stages[self.index + 1].name, "reason": reason})
+        self.switches.append(
+            {"step": step, "from": self.stage.name, "to": self.stages[self.index + 1].name, "reason": reason}
+        )
         self.index += 1
         self.steps_in_stage = 0
         self.generations_in_stage = 0
@@ -87,7 +102,13 @@ class Curriculum:
         return self.stage
 
     def state_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "steps_in_stage": self.steps_in_stage, "generations_in_stage": self.generations_in_stage, "rewards": self.rewards, "switches": self.switches}
+        return {
+            "index": self.index,
+            "steps_in_stage": self.steps_in_stage,
+            "generations_in_stage": self.generations_in_stage,
+            "rewards": self.rewards,
+            "switches": self.switches,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.index, self.steps_in_stage = state["index"], state["steps_in_stage"]

@@ -15,12 +15,22 @@ batches; verl raises when the cap is hit, we train on what was collected and log
 AdamW lr 1e-6 with 20 warm-up steps, 512 prompts x 16 responses, mini-batch 512, max 20,480
 tokens with a 4,096-token cache (``presets/dapo/paper.yaml``).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-DEFINING = {"advantage": "grpo", "loss_agg": "token_mean", "selection": "dynamic", "overlong": "soft", "beta": 0.0, "eps_low": 0.2, "eps_high": 0.28,
-            "reward_correct": 1.0, "reward_wrong": -1.0}
+DEFINING = {
+    "advantage": "grpo",
+    "loss_agg": "token_mean",
+    "selection": "dynamic",
+    "overlong": "soft",
+    "beta": 0.0,
+    "eps_low": 0.2,
+    "eps_high": 0.28,
+    "reward_correct": 1.0,
+    "reward_wrong": -1.0,
+}
 
 
 def train(cfg, resume: bool = False, progress: bool = True) -> Path:

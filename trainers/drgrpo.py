@@ -16,11 +16,20 @@ max 3000 tokens, one PPO epoch (``presets/drgrpo/paper.yaml``).
 Deliberate deviation: Dr. GRPO's R1-template grader scores 0 unless the response contains
 "</think> <answer>"; we grade every template with the rlvr verifier (one verifier everywhere).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-DEFINING = {"advantage": "drgrpo", "loss_agg": "seq_mean_token_sum_norm", "selection": "uniform", "overlong": "zero", "beta": 0.0, "eps_low": 0.2, "eps_high": 0.2}
+DEFINING = {
+    "advantage": "drgrpo",
+    "loss_agg": "seq_mean_token_sum_norm",
+    "selection": "uniform",
+    "overlong": "zero",
+    "beta": 0.0,
+    "eps_low": 0.2,
+    "eps_high": 0.2,
+}
 
 
 def train(cfg, resume: bool = False, progress: bool = True) -> Path:

@@ -4,6 +4,7 @@ Layering as for the policy-gradient trainers: these defaults (the authors' relea
 ``scripts/run.sh`` values, ALGORITHMS.md §4.2 and §5.7) < a preset (``cpu-demo``, ``paper``) or
 a YAML file < ``--set key=value`` and ``--population N``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -81,14 +82,26 @@ class ESConfig:
             (self.algorithm in ES_ALGORITHMS, f"algorithm must be one of {ES_ALGORITHMS}"),
             (self.population >= 2, "population must be at least 2"),
             (bool(self.sigmas) and all(s > 0 for s in self.sigmas), "sigmas must be positive"),
-            (self.support_size >= 2 and self.max_tokens >= 1 and self.batch_size >= 1, "support_size >= 2, max_tokens and batch_size positive"),
+            (
+                self.support_size >= 2 and self.max_tokens >= 1 and self.batch_size >= 1,
+                "support_size >= 2, max_tokens and batch_size positive",
+            ),
             (self.algorithm == "randopt" or self.probe_size >= 2, "CoRP needs probe_size >= 2"),
             (all(k >= 1 for k in self.top_k), "top_k values must be >= 1"),
             (self.noise_dtype in NOISE_DTYPES, f"noise_dtype must be one of {sorted(NOISE_DTYPES)}"),
             (self.workers >= 1 and self.noise_cache_gb >= 0, "workers >= 1 and noise_cache_gb >= 0"),
-            (self.backend in ("hf", "vllm"), "backend must be hf (CPU/GPU, worker processes) or vllm (GPU, weights perturbed in place)"),
-            (all(0 <= q <= 1 for q in self.q_grid) and bool(self.beta_grid) and bool(self.s_grid), "q in [0, 1]; non-empty grids"),
-            (0 < self.isotropic_share < 1 and self.rounds >= 1 and self.local_population >= 2, "0 < isotropic_share < 1, rounds >= 1, local_population >= 2"),
+            (
+                self.backend in ("hf", "vllm"),
+                "backend must be hf (CPU/GPU, worker processes) or vllm (GPU, weights perturbed in place)",
+            ),
+            (
+                all(0 <= q <= 1 for q in self.q_grid) and bool(self.beta_grid) and bool(self.s_grid),
+                "q in [0, 1]; non-empty grids",
+            ),
+            (
+                0 < self.isotropic_share < 1 and self.rounds >= 1 and self.local_population >= 2,
+                "0 < isotropic_share < 1, rounds >= 1, local_population >= 2",
+            ),
         ]
         for ok, message in checks:
             if not ok:

@@ -6,6 +6,7 @@ round); ``population.json`` (every seed, σ and support score, ranked); ``report
 numbers with 95% bootstrap CIs, generations spent, verifier versions); ``test_samples.jsonl``
 (per-problem answers of every reported model); CoRP adds ``spec.json`` and ``merged/``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,8 +21,8 @@ import numpy as np
 from harness.benchmarks.problems import Problem
 from harness.errors import UserError
 from harness.metrics import bootstrap_mean, paired_difference
-from trainers.corp_ops import best_sigma, draw_population, split_half_overlap
 from trainers.config import save_settings
+from trainers.corp_ops import best_sigma, draw_population, split_half_overlap
 from trainers.es_config import ESConfig
 from trainers.perturb import Component, noise_sketch
 from trainers.population import PopulationScorer, Scored
@@ -43,7 +44,9 @@ def load_splits(cfg: ESConfig) -> Splits:
     train = source_problems(cfg.train_source)
     probe_size = cfg.probe_size if cfg.algorithm == "corp" else 0
     if len(train) < cfg.support_size + probe_size:
-        raise UserError(f"{cfg.train_source} has {len(train)} items; support_size + probe_size = {cfg.support_size + probe_size}")
+        raise UserError(
+            f"{cfg.train_source} has {len(train)} items; support_size + probe_size = {cfg.support_size + probe_size}"
+        )
     test = source_problems(cfg.test_source)
     if cfg.test_limit:
         test = test[: cfg.test_limit]
@@ -78,15 +81,30 @@ class Population:
         per_sigma = {}
         for level in sorted(set(self.sigmas)):
             mine = [r for s, r in zip(self.sigmas, self.scores) if s == level]
-            per_sigma[str(level)] = {"n": len(mine), "density": round(sum(r > base for r in mine) / len(mine), 4), "mean_score": round(float(np.mean(mine)), 4)}
-        return {"base_support_accuracy": round(base, 4), "density": round(sum(r > base for r in self.scores) / len(self.scores), 4),
-                "equal_to_base": round(sum(r == base for r in self.scores) / len(self.scores), 4), "per_sigma": per_sigma}
+            per_sigma[str(level)] = {
+                "n": len(mine),
+                "density": round(sum(r > base for r in mine) / len(mine), 4),
+                "mean_score": round(float(np.mean(mine)), 4),
+            }
+        return {
+            "base_support_accuracy": round(base, 4),
+            "density": round(sum(r > base for r in self.scores) / len(self.scores), 4),
+            "equal_to_base": round(sum(r == base for r in self.scores) / len(self.scores), 4),
+            "per_sigma": per_sigma,
+        }
 
 
 def write_population(out: Path, population: Population) -> None:
     """``population.json``: every seed, σ and support score, best first."""
-    rows = [{"rank": r + 1, "seed": population.seeds[i], "sigma": population.sigmas[i], "support_accuracy": population.scores[i]}
-            for r, i in enumerate(population.ranked())]
+    rows = [
+        {
+            "rank": r + 1,
+            "seed": population.seeds[i],
+            "sigma": population.sigmas[i],
+            "support_accuracy": population.scores[i],
+        }
+        for r, i in enumerate(population.ranked())
+    ]
     (out / "population.json").write_text(json.dumps(rows, indent=1))
 
 
@@ -107,7 +125,9 @@ class ESLog:
 
 def prepare_run(cfg: ESConfig, resume: bool) -> Path:
     if resume:
-        raise UserError(f"{cfg.algorithm} runs do not resume: they are reproducible from their seeds; rerun with a new --out")
+        raise UserError(
+            f"{cfg.algorithm} runs do not resume: they are reproducible from their seeds; rerun with a new --out"
+        )
     out = Path(cfg.out or f"results/train-{cfg.algorithm}")
     if (out / "train_log.jsonl").exists():
         raise UserError(f"{out} already holds a run; choose a new --out")
@@ -121,7 +141,9 @@ def progress(message: str, enabled: bool) -> None:
         print(message, flush=True)
 
 
-def sample_population(cfg: ESConfig, scorer: PopulationScorer, support: Sequence[Problem], log: ESLog, show: bool) -> Population:
+def sample_population(
+    cfg: ESConfig, scorer: PopulationScorer, support: Sequence[Problem], log: ESLog, show: bool
+) -> Population:
     """θ_i = θ_0 + σ_i ε(s_i) for N draws, each scored greedily on the support set."""
     seeds, sigmas = draw_population(cfg.population, cfg.sigmas, cfg.population_seed)
     base = scorer.score([], support)
@@ -133,35 +155,58 @@ def sample_population(cfg: ESConfig, scorer: PopulationScorer, support: Sequence
         chunk = range(start, min(start + batch, len(seeds)))
         for i, scored in zip(chunk, scorer.score_many([[Component(seeds[i], sigmas[i])] for i in chunk], support)):
             outcomes.append(scored)
-            log.write("candidate", stage="stage0", index=i, seed=seeds[i], sigma=sigmas[i], support_accuracy=scored.accuracy)
+            log.write(
+                "candidate", stage="stage0", index=i, seed=seeds[i], sigma=sigmas[i], support_accuracy=scored.accuracy
+            )
         done = len(outcomes)
         if done % 10 == 0 or done == len(seeds):
             best = max(o.accuracy for o in outcomes)
-            progress(f"population {done}/{len(seeds)}  base {base.accuracy:.3f}  best {best:.3f}  ({time.perf_counter() - t0:.0f}s)", show)
+            progress(
+                f"population {done}/{len(seeds)}  base {base.accuracy:.3f}  best {best:.3f}  "
+                f"({time.perf_counter() - t0:.0f}s)",
+                show,
+            )
     return Population(seeds, sigmas, [o.accuracy for o in outcomes], outcomes, base)
 
 
 def split_half(cfg: ESConfig, population: Population) -> dict[str, Any]:
     """Our reconstruction of CoRP's split-half analysis (the protocol is not in the release):
     rows a_i·sketch(ε_i) on ``sketch_dims`` fixed weight coordinates, rewards = support scores."""
-    rows = np.stack([s * noise_sketch(seed, cfg.sketch_dims, cfg.noise_dtype) for seed, s in zip(population.seeds, population.sigmas)])
+    rows = np.stack(
+        [
+            s * noise_sketch(seed, cfg.sketch_dims, cfg.noise_dtype)
+            for seed, s in zip(population.seeds, population.sigmas)
+        ]
+    )
     if len(rows) < 6:
         return {"skipped": f"population of {len(rows)} is too small to split"}
-    result = split_half_overlap(rows, np.asarray(population.scores), cfg.split_half_rank, cfg.split_half_splits, seed=cfg.population_seed)
+    result = split_half_overlap(
+        rows, np.asarray(population.scores), cfg.split_half_rank, cfg.split_half_splits, seed=cfg.population_seed
+    )
     chance = result.rank / cfg.sketch_dims
-    return {"label": "our reconstruction (protocol not in the authors' release)", "rank": result.rank, "overlap": round(result.overlap, 4),
-            "shuffled_reward_null": round(result.null_overlap, 4), "chance_r_over_D": round(chance, 4), "splits": result.splits}
+    return {
+        "label": "our reconstruction (protocol not in the authors' release)",
+        "rank": result.rank,
+        "overlap": round(result.overlap, 4),
+        "shuffled_reward_null": round(result.null_overlap, 4),
+        "chance_r_over_D": round(chance, 4),
+        "splits": result.splits,
+    }
 
 
 def accuracy_report(scored: Scored, base: Scored | None = None) -> dict[str, Any]:
     """Held-out accuracy with a 95% bootstrap CI, and the paired gain over the base."""
     out: dict[str, Any] = {"accuracy": bootstrap_mean(scored.correct.astype(float).tolist())}
     if base is not None:
-        out["gain_vs_base"] = paired_difference([[float(v)] for v in base.correct], [[float(v)] for v in scored.correct])
+        out["gain_vs_base"] = paired_difference(
+            [[float(v)] for v in base.correct], [[float(v)] for v in scored.correct]
+        )
     return out
 
 
-def write_test_samples(out: Path, problems: Sequence[Problem], models: dict[str, list[tuple[str | None, bool, str]]]) -> None:
+def write_test_samples(
+    out: Path, problems: Sequence[Problem], models: dict[str, list[tuple[str | None, bool, str]]]
+) -> None:
     """One line per problem: every reported model's (extracted answer, correct, completion)."""
     with (out / "test_samples.jsonl").open("w", encoding="utf-8") as fh:
         for index, problem in enumerate(problems):
@@ -190,8 +235,19 @@ def run_search(cfg: ESConfig, search: Search, resume: bool = False, show_progres
     model_path, model_name = resolve_model(cfg.model)
     splits = load_splits(cfg)
     instructions = dict(source_instruction(name) for name in (cfg.train_source, cfg.test_source))
-    scorer = PopulationScorer(model_path, cfg.template, instructions, cfg.max_tokens, cfg.batch_size, cfg.noise_dtype, cfg.noise_cache_gb,
-                              cfg.workers, cfg.dtype, cfg.device, cfg.backend)
+    scorer = PopulationScorer(
+        model_path,
+        cfg.template,
+        instructions,
+        cfg.max_tokens,
+        cfg.batch_size,
+        cfg.noise_dtype,
+        cfg.noise_cache_gb,
+        cfg.workers,
+        cfg.dtype,
+        cfg.device,
+        cfg.backend,
+    )
     log = ESLog(out, dataclasses.asdict(cfg))
     t0 = time.perf_counter()
     try:
@@ -199,9 +255,18 @@ def run_search(cfg: ESConfig, search: Search, resume: bool = False, show_progres
     finally:
         log.close()
         scorer.close()
-    report.update(model=model_name, minutes=round((time.perf_counter() - t0) / 60, 2), grading=scorer.grader.settings(),
-                  splits={"train_source": cfg.train_source, "support": len(splits.support), "probe": len(splits.probe), "test_source": cfg.test_source,
-                          "test": len(splits.test)})
+    report.update(
+        model=model_name,
+        minutes=round((time.perf_counter() - t0) / 60, 2),
+        grading=scorer.grader.settings(),
+        splits={
+            "train_source": cfg.train_source,
+            "support": len(splits.support),
+            "probe": len(splits.probe),
+            "test_source": cfg.test_source,
+            "test": len(splits.test),
+        },
+    )
     (out / "report.json").write_text(json.dumps(report, indent=2))
     progress(summary_line(report), show_progress)
     return out

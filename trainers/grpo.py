@@ -11,11 +11,20 @@ Here: ``advantage: grpo`` (Bessel std, ε = 1e-8 as in oat), ``loss_agg: seq_mea
 common value). Published: lr 1e-6, G = 64, max length 1024, batch 1024, one update per
 exploration stage (``presets/grpo/paper.yaml``).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-DEFINING = {"advantage": "grpo", "loss_agg": "seq_mean_token_mean", "selection": "uniform", "overlong": "none", "beta": 0.04, "eps_low": 0.2, "eps_high": 0.2}
+DEFINING = {
+    "advantage": "grpo",
+    "loss_agg": "seq_mean_token_mean",
+    "selection": "uniform",
+    "overlong": "none",
+    "beta": 0.04,
+    "eps_low": 0.2,
+    "eps_high": 0.2,
+}
 
 
 def train(cfg, resume: bool = False, progress: bool = True) -> Path:

@@ -4,6 +4,7 @@ grade (sandbox, via the harness) -> advantages -> μ clipped updates -> log -> c
 The algorithms differ only in settings (each module's ``DEFINING`` dict): advantage
 mode, loss aggregation, prompt selection, overlong handling, rewards, clip range and KL.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,7 +60,9 @@ def _prepare_out(cfg: TrainConfig, out: Path, resume: bool) -> Path | None:
     if resume:
         if checkpoint is None:
             raise UserError(f"--resume: no checkpoint in {out}; start without --resume")
-        differing = settings_differing_from_saved(out, cfg, ("max_steps", "max_generations", "out", "save_every", "save_optimizer", "eval_every", "log_to"))
+        differing = settings_differing_from_saved(
+            out, cfg, ("max_steps", "max_generations", "out", "save_every", "save_optimizer", "eval_every", "log_to")
+        )
         if differing:
             raise UserError(f"--resume with other settings than {out} was trained with: {', '.join(differing)}")
         return checkpoint
@@ -91,8 +94,13 @@ def _lr_schedule(cfg: TrainConfig):
 def _stage_selection(cfg: TrainConfig, curriculum: Curriculum):
     """The prompt selection of the current stage, seeded per stage (its state, seed included,
     is saved in every checkpoint and restored on resume)."""
-    return make_selection(cfg.selection, stage_pool(curriculum.stage), stage_seed(cfg.seed, curriculum.index), gen_prompts=cfg.gen_prompts,
-                          max_gen_batches=cfg.max_gen_batches)
+    return make_selection(
+        cfg.selection,
+        stage_pool(curriculum.stage),
+        stage_seed(cfg.seed, curriculum.index),
+        gen_prompts=cfg.gen_prompts,
+        max_gen_batches=cfg.max_gen_batches,
+    )
 
 
 def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) -> Path:
@@ -102,7 +110,11 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     checkpoint = _prepare_out(cfg, out, resume)
     save_settings(out, cfg)
     for change in overridden_defining(cfg.algorithm, cfg):
-        print(f"warning: {cfg.algorithm} run with a defining setting changed ({change}): a variant, not {cfg.algorithm} as published", file=sys.stderr)
+        print(
+            f"warning: {cfg.algorithm} run with a defining setting changed ({change}): a variant, not {cfg.algorithm} "
+            "as published",
+            file=sys.stderr,
+        )
     _seed_everything(cfg.seed)
     model_path = str(checkpoint) if checkpoint else resolve_model(cfg.model)[0]
     model, tokenizer, device = _load_policy(cfg, model_path)
@@ -110,7 +122,9 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     if cfg.beta > 0:
         reference, _, _ = _load_policy(cfg, resolve_model(cfg.model)[0])
         reference.eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.adam_eps, weight_decay=cfg.weight_decay
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_schedule(cfg))
     curriculum = Curriculum([Stage.from_dict(s) for s in cfg.stages])
     selection = _stage_selection(cfg, curriculum)
@@ -118,7 +132,9 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     if checkpoint:
         state = load_trainer_state(checkpoint)
         if "optimizer" not in state:
-            raise UserError(f"--resume: {checkpoint} has no optimizer state (trained with save_optimizer: false); start a new --out")
+            raise UserError(
+                f"--resume: {checkpoint} has no optimizer state (trained with save_optimizer: false); start a new --out"
+            )
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         curriculum.load_state_dict(state["curriculum"])
@@ -143,10 +159,18 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             metrics = train_step(cfg, step, model, reference, optimizer, tokenizer, device, selection, worker, sampler)
             scheduler.step()
             generations_total += metrics["generations"]
-            curriculum.record(metrics["reward_mean"] if metrics["reward_mean"] is not None else 0.0, metrics["generations"])
-            metrics.update(generations_total=generations_total, stage=curriculum.stage.name, lr=scheduler.get_last_lr()[0])
+            curriculum.record(
+                metrics["reward_mean"] if metrics["reward_mean"] is not None else 0.0, metrics["generations"]
+            )
+            metrics.update(
+                generations_total=generations_total, stage=curriculum.stage.name, lr=scheduler.get_last_lr()[0]
+            )
             if cfg.eval_every and step % cfg.eval_every == 0:
-                metrics.update(_evaluate(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total))
+                metrics.update(
+                    _evaluate(
+                        cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total
+                    )
+                )
             log.write(step, metrics)
             if progress:
                 print(_progress_line(step, cfg.max_steps, metrics), flush=True)
@@ -167,26 +191,64 @@ def _make_sampler(cfg: TrainConfig, model, tokenizer, template, instructions):
         from trainers.vllm_rollout import VLLMRollout
 
         return VLLMRollout(model, tokenizer, template, instructions, cfg)
-    return HFRollout(model, tokenizer, template, instructions, cfg.max_tokens, cfg.temperature, cfg.top_p, cfg.rollout_batch_size, cfg.seed)
+    return HFRollout(
+        model,
+        tokenizer,
+        template,
+        instructions,
+        cfg.max_tokens,
+        cfg.temperature,
+        cfg.top_p,
+        cfg.rollout_batch_size,
+        cfg.seed,
+    )
 
 
-def train_step(cfg: TrainConfig, step: int, model, reference, optimizer, tokenizer, device, selection, worker: RolloutWorker, sampler) -> dict[str, Any]:
+def train_step(
+    cfg: TrainConfig,
+    step: int,
+    model,
+    reference,
+    optimizer,
+    tokenizer,
+    device,
+    selection,
+    worker: RolloutWorker,
+    sampler,
+) -> dict[str, Any]:
     generated_before = worker.generations
     seen: list = []
     rollout = lambda problems, key: seen.extend(groups := worker(problems, key)) or groups  # noqa: E731
     groups, selection_stats = selection.next_groups(rollout, cfg.prompts_per_step, step)
     times = worker.take_times()
-    metrics: dict[str, Any] = {**rollout_metrics(seen, groups), **{f"selection_{k}": v for k, v in selection_stats.items()}}
+    metrics: dict[str, Any] = {
+        **rollout_metrics(seen, groups),
+        **{f"selection_{k}": v for k, v in selection_stats.items()},
+    }
     metrics["generations"] = worker.generations - generated_before
-    metrics["tokens_per_s"] = round(sum(len(c) for g in seen for c in g.completion_ids) / max(times["generate"], 1e-9), 1)
-    metrics.update(dict.fromkeys(UPDATE_METRICS), optimizer_steps=0, reward_mean=None, unverifiable=0, masked_unverifiable=0)
+    metrics["tokens_per_s"] = round(
+        sum(len(c) for g in seen for c in g.completion_ids) / max(times["generate"], 1e-9), 1
+    )
+    metrics.update(
+        dict.fromkeys(UPDATE_METRICS), optimizer_steps=0, reward_mean=None, unverifiable=0, masked_unverifiable=0
+    )
     t0 = time.perf_counter()
     if groups:
         correct = [ok for g in groups for ok in g.correct]
         lengths = [len(c) for g in groups for c in g.completion_ids]
         truncated = [t for g in groups for t in g.truncated]
-        rewards, keep = shape_rewards(correct, lengths, truncated, cfg.overlong, cfg.max_tokens, cfg.overlong_cache, (cfg.reward_correct, cfg.reward_wrong))
-        verifiable = torch.tensor([reason not in UNVERIFIABLE_REASONS for g in groups for reason in g.reasons], dtype=torch.float32)
+        rewards, keep = shape_rewards(
+            correct,
+            lengths,
+            truncated,
+            cfg.overlong,
+            cfg.max_tokens,
+            cfg.overlong_cache,
+            (cfg.reward_correct, cfg.reward_wrong),
+        )
+        verifiable = torch.tensor(
+            [reason not in UNVERIFIABLE_REASONS for g in groups for reason in g.reasons], dtype=torch.float32
+        )
         valid = verifiable if cfg.mask_unverifiable else None
         if valid is not None:
             keep = keep * valid
@@ -206,31 +268,69 @@ def train_step(cfg: TrainConfig, step: int, model, reference, optimizer, tokeniz
     t0 = time.perf_counter()
     if hasattr(sampler, "sync"):
         sampler.sync(model)
-    metrics.update(time_generate=round(times["generate"], 3), time_score=round(times["score"], 3), time_sync=round(time.perf_counter() - t0, 3))
+    metrics.update(
+        time_generate=round(times["generate"], 3),
+        time_score=round(times["score"], 3),
+        time_sync=round(time.perf_counter() - t0, 3),
+    )
     return metrics
 
 
 def _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total) -> Path:
-    return save_checkpoint(out, step, model, tokenizer, optimizer if cfg.save_optimizer else None, {
-        "scheduler": scheduler.state_dict(), "curriculum": curriculum.state_dict(), "selection": selection.state_dict(), "generations_total": generations_total,
-    })
+    return save_checkpoint(
+        out,
+        step,
+        model,
+        tokenizer,
+        optimizer if cfg.save_optimizer else None,
+        {
+            "scheduler": scheduler.state_dict(),
+            "curriculum": curriculum.state_dict(),
+            "selection": selection.state_dict(),
+            "generations_total": generations_total,
+        },
+    )
 
 
-def _evaluate(cfg: TrainConfig, out: Path, step: int, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total) -> dict[str, Any]:
+def _evaluate(
+    cfg: TrainConfig,
+    out: Path,
+    step: int,
+    model,
+    tokenizer,
+    optimizer,
+    scheduler,
+    curriculum,
+    selection,
+    generations_total,
+) -> dict[str, Any]:
     """Evaluate the current policy with ``rlvr eval`` (same grader) on the held-out benchmarks."""
     from harness.eval_config import EvalConfig
     from harness.evaluate import run_eval
 
     path = _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total)
-    summary = run_eval(EvalConfig(model=str(path), benchmarks=cfg.eval_benchmarks, template=cfg.template, n=cfg.eval_n, temperature=cfg.eval_temperature,
-                                  max_tokens=cfg.max_tokens, limit=cfg.eval_limit, out=str(out / "eval" / f"step-{step:06d}"), progress=False))
+    summary = run_eval(
+        EvalConfig(
+            model=str(path),
+            benchmarks=cfg.eval_benchmarks,
+            template=cfg.template,
+            n=cfg.eval_n,
+            temperature=cfg.eval_temperature,
+            max_tokens=cfg.max_tokens,
+            limit=cfg.eval_limit,
+            out=str(out / "eval" / f"step-{step:06d}"),
+            progress=False,
+        )
+    )
     return {f"eval_{name}": b["mean_at_n"]["value"] for name, b in summary["benchmarks"].items()}
 
 
 def _progress_line(step: int, total: int, m: dict[str, Any]) -> str:
     fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
     evals = " ".join(f"{k}={fmt(v)}" for k, v in m.items() if k.startswith("eval_"))
-    return (f"step {step}/{total} [{m['stage']}] reward {fmt(m['reward_mean'])} acc {fmt(m['accuracy'])} zero-var {fmt(m['zero_variance_fraction'])} "
-            f"batch {m['effective_batch']} gens {m['generations']} len+ {m['length_correct']} len- {m['length_incorrect']} "
-            f"gen {m['time_generate']:.1f}s learn {m['time_learn']:.1f}s {evals}").rstrip()
-
+    return (
+        f"step {step}/{total} [{m['stage']}] reward {fmt(m['reward_mean'])} acc {fmt(m['accuracy'])} zero-var "
+        f"{fmt(m['zero_variance_fraction'])} "
+        f"batch {m['effective_batch']} gens {m['generations']} len+ {m['length_correct']} len- {m['length_incorrect']} "
+        f"gen {m['time_generate']:.1f}s learn {m['time_learn']:.1f}s {evals}"
+    ).rstrip()

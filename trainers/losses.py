@@ -16,6 +16,7 @@ Aggregation of ℓ over a (mini)batch of S responses with masks m (|o_s| = Σ_t 
 Each mode is a fixed weight per token (``token_weights``), so a minibatch split into
 micro-batches for gradient accumulation gives exactly the same gradient as one pass.
 """
+
 from __future__ import annotations
 
 import torch
@@ -43,7 +44,9 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, constant: flo
     return (values * token_weights(mask, mode, constant)).sum()
 
 
-def ppo_clip_terms(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, eps_low: float = 0.2, eps_high: float = 0.2) -> dict[str, torch.Tensor]:
+def ppo_clip_terms(
+    logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, eps_low: float = 0.2, eps_high: float = 0.2
+) -> dict[str, torch.Tensor]:
     """Per-token clipped-surrogate loss and clip indicators; ``advantages`` is per sequence (S,)
     or per token (S, T). ``clip_low`` marks tokens whose ratio is clipped at 1 − ε_low with a
     negative advantage, ``clip_high`` at 1 + ε_high with a positive one (where clipping bites)."""
@@ -65,8 +68,13 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(delta) - delta - 1.0
 
 
-def completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_mask: torch.Tensor,
-                        with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def completion_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    completion_mask: torch.Tensor,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(token) for every position (aligned with ``input_ids``; only ``completion_mask``
     positions matter, the others are 0) and optionally the policy entropy there. The vocabulary
     projection runs only from the first completion column on (``logits_to_keep``): prompt
@@ -75,7 +83,9 @@ def completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attenti
     columns = torch.nonzero(completion_mask.any(dim=0)).flatten()
     first = max(1, int(columns[0]) if len(columns) else length - 1)
     positions = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=length - first + 1)
+    out = model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=length - first + 1
+    )
     logits = out.logits[:, :-1, :].float()  # predicts the tokens at columns first .. length-1
     targets = input_ids[:, first:]
     logsumexp = torch.logsumexp(logits, dim=-1)

@@ -14,6 +14,7 @@ copy). Memory is therefore about twice the model, never N models — plus an opt
 cache of recently drawn noise (``noise_cache_gb``): CoRP's merged specs reuse the same seeds
 many times, and a cached draw is the very tensor a fresh draw would give, so results do not change.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,7 +57,10 @@ def tensor_noise(seed: int, shape: torch.Size, device: torch.device, noise_dtype
 def noise_sketch(seed: int, dims: int = 512, noise_dtype: str = "bfloat16") -> np.ndarray:
     """ε(seed) on the first ``dims`` coordinates of every tensor (all tensors share the stream
     prefix): a fixed random projection for weight-space diagnostics such as the split-half test."""
-    return np.asarray(tensor_noise(seed, torch.Size([dims]), torch.device("cpu"), NOISE_DTYPES[noise_dtype]).float().numpy(), dtype=float)
+    return np.asarray(
+        tensor_noise(seed, torch.Size([dims]), torch.device("cpu"), NOISE_DTYPES[noise_dtype]).float().numpy(),
+        dtype=float,
+    )
 
 
 class Perturber:
@@ -107,22 +111,41 @@ class Perturber:
         for index, (name, p) in enumerate(self.params):
             delta = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
             for c in spec:
-                noise = cached[c.seed][index] if cached[c.seed] is not None else tensor_noise(c.seed, p.shape, p.device, self.noise_dtype)
+                noise = (
+                    cached[c.seed][index]
+                    if cached[c.seed] is not None
+                    else tensor_noise(c.seed, p.shape, p.device, self.noise_dtype)
+                )
                 delta.add_(noise.float(), alpha=c.weight * c.sigma)
             p.copy_(self.base[name])
             p.add_(delta.to(p.dtype))
 
 
-def spec_to_json(spec: Sequence[Component], base_model: str, noise_dtype: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"base_model": base_model, "noise_dtype": noise_dtype, "components": [asdict(c) for c in spec], **(extra or {})}
+def spec_to_json(
+    spec: Sequence[Component], base_model: str, noise_dtype: str, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "base_model": base_model,
+        "noise_dtype": noise_dtype,
+        "components": [asdict(c) for c in spec],
+        **(extra or {}),
+    }
 
 
 def spec_from_json(data: dict[str, Any]) -> Spec:
     return [Component(int(c["seed"]), float(c["sigma"]), float(c.get("weight", 1.0))) for c in data["components"]]
 
 
-def save_consolidated(out: Path, spec: Sequence[Component], base_model_path: str, base_name: str, noise_dtype: str, extra: dict[str, Any] | None = None,
-                      dtype: str = "auto", device: str = "auto") -> Path:
+def save_consolidated(
+    out: Path,
+    spec: Sequence[Component],
+    base_model_path: str,
+    base_name: str,
+    noise_dtype: str,
+    extra: dict[str, Any] | None = None,
+    dtype: str = "auto",
+    device: str = "auto",
+) -> Path:
     """Write ``spec.json`` (base + seeds/σ/weights) and the merged HF checkpoint beside it."""
     from harness.backends.hf import load_model
 

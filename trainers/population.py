@@ -6,6 +6,7 @@ or, with ``workers > 1``, across spawned worker processes that each hold one mod
 only generate (grading stays here, with the one grader every run uses). Decoding is greedy, as
 in both papers, so a spec's outcomes are a pure function of (base weights, spec, problems).
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,18 @@ class Scored:
 class _Generator:
     """Greedy generation with a perturbable model (lives in the parent or in a worker)."""
 
-    def __init__(self, model_path: str, template: str, instruction_of: dict[str, str], max_tokens: int, batch_size: int,
-                 noise_dtype: str, noise_cache_gb: float, dtype: str = "auto", device: str = "auto"):
+    def __init__(
+        self,
+        model_path: str,
+        template: str,
+        instruction_of: dict[str, str],
+        max_tokens: int,
+        batch_size: int,
+        noise_dtype: str,
+        noise_cache_gb: float,
+        dtype: str = "auto",
+        device: str = "auto",
+    ):
         from harness.backends.hf import load_model
         from harness.templates import load_template
         from trainers.rollout import HFRollout
@@ -48,7 +59,17 @@ class _Generator:
         self.model, self.tokenizer, self.device = load_model(model_path, dtype, device)
         self.model.requires_grad_(False)
         self.perturber = Perturber(self.model, noise_dtype, noise_cache_gb)
-        self.rollout = HFRollout(self.model, self.tokenizer, load_template(template), instruction_of, max_tokens, 0.0, 1.0, batch_size, seed=42)
+        self.rollout = HFRollout(
+            self.model,
+            self.tokenizer,
+            load_template(template),
+            instruction_of,
+            max_tokens,
+            0.0,
+            1.0,
+            batch_size,
+            seed=42,
+        )
 
     def generate(self, spec: Sequence[Component], problems: Sequence[Problem]) -> list[str]:
         self.perturber.apply(spec)
@@ -75,9 +96,20 @@ def _worker_generate(spec_json: dict[str, Any], problems: list[Problem]) -> list
 class PopulationScorer:
     """Evaluate base + spec on problems; counts generations (one greedy pass per problem)."""
 
-    def __init__(self, model_path: str, template: str, instruction_of: dict[str, str], max_tokens: int, batch_size: int = 32,
-                 noise_dtype: str = "bfloat16", noise_cache_gb: float = 0.0, workers: int = 1, dtype: str = "auto", device: str = "auto",
-                 backend: str = "hf"):
+    def __init__(
+        self,
+        model_path: str,
+        template: str,
+        instruction_of: dict[str, str],
+        max_tokens: int,
+        batch_size: int = 32,
+        noise_dtype: str = "bfloat16",
+        noise_cache_gb: float = 0.0,
+        workers: int = 1,
+        dtype: str = "auto",
+        device: str = "auto",
+        backend: str = "hf",
+    ):
         self.noise_dtype = noise_dtype
         if backend == "vllm":
             from trainers.vllm_population import VLLMPerturbedGenerator
@@ -85,14 +117,23 @@ class PopulationScorer:
             self.local: Any = VLLMPerturbedGenerator(model_path, template, instruction_of, max_tokens, noise_dtype)
             workers = 1
         else:
-            self.local = _Generator(model_path, template, instruction_of, max_tokens, batch_size, noise_dtype, noise_cache_gb, dtype, device)
+            self.local = _Generator(
+                model_path, template, instruction_of, max_tokens, batch_size, noise_dtype, noise_cache_gb, dtype, device
+            )
         self.grader = EvalGrader()
         self.generations = 0
         self.pool: ProcessPoolExecutor | None = None
         if workers > 1:
             threads = max(1, (os.cpu_count() or 1) // workers)
-            self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                                            initargs=((model_path, template, instruction_of, max_tokens, batch_size, noise_dtype, 0.0, dtype, device), threads))
+            self.pool = ProcessPoolExecutor(
+                workers,
+                mp_context=get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(
+                    (model_path, template, instruction_of, max_tokens, batch_size, noise_dtype, 0.0, dtype, device),
+                    threads,
+                ),
+            )
 
     @property
     def noise_draws(self) -> int | None:
@@ -102,7 +143,12 @@ class PopulationScorer:
 
     def grade(self, problems: Sequence[Problem], texts: Sequence[str]) -> Scored:
         verdicts = self.grader.grade(list(zip(problems, texts)))
-        return Scored(np.array([bool(v.correct) for v in verdicts]), [v.extracted for v in verdicts], [v.reason for v in verdicts], list(texts))
+        return Scored(
+            np.array([bool(v.correct) for v in verdicts]),
+            [v.extracted for v in verdicts],
+            [v.reason for v in verdicts],
+            list(texts),
+        )
 
     def score(self, spec: Sequence[Component], problems: Sequence[Problem]) -> Scored:
         return self.score_many([spec], problems)[0]

@@ -16,6 +16,7 @@ Choices, labelled: σ is drawn at random from Σ (the repo; the project page ass
 blocks). The population sort is stable, so equal scores keep draw order. Solution density is
 the operational definition of §4.5 (share of perturbations whose support score beats the base).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,12 +27,25 @@ from typing import Any, Callable, Sequence
 from harness.benchmarks.problems import Problem
 from harness.summary import vote_clusters
 from trainers.es_config import ESConfig
-from trainers.es_loop import ESLog, run_search, Splits, accuracy_report, progress, rows_of, sample_population, split_half, write_population, write_test_samples
+from trainers.es_loop import (
+    ESLog,
+    Splits,
+    accuracy_report,
+    progress,
+    rows_of,
+    run_search,
+    sample_population,
+    split_half,
+    write_population,
+    write_test_samples,
+)
 from trainers.perturb import Component
 from trainers.population import PopulationScorer, Scored
 
 
-def majority_vote(extracted: Sequence[str | None], reasons: Sequence[str], same: Callable[[str, str], bool]) -> int | None:
+def majority_vote(
+    extracted: Sequence[str | None], reasons: Sequence[str], same: Callable[[str, str], bool]
+) -> int | None:
     """Index (in rank order) of the first member of the winning answer cluster, or None if no
     specialist produced an answer. Plurality; ties go to the cluster cast first."""
     clusters = vote_clusters([{"extracted": e, "reason": r} for e, r in zip(extracted, reasons)], same)
@@ -42,7 +56,9 @@ def majority_vote(extracted: Sequence[str | None], reasons: Sequence[str], same:
     return clusters.index(winner)
 
 
-def ensemble(problems: Sequence[Problem], specialists: Sequence[Scored], k: int, same_answer: Callable[[Problem, str, str], bool]) -> Scored:
+def ensemble(
+    problems: Sequence[Problem], specialists: Sequence[Scored], k: int, same_answer: Callable[[Problem, str, str], bool]
+) -> Scored:
     """The top-k vote on every problem; the voted answer's own verdict decides correctness."""
     import numpy as np
 
@@ -55,19 +71,41 @@ def ensemble(problems: Sequence[Problem], specialists: Sequence[Scored], k: int,
             correct.append(False), extracted.append(None), reasons.append("no_answer"), texts.append("")
         else:
             chosen = members[pick]
-            correct.append(bool(chosen.correct[index])), extracted.append(chosen.extracted[index]), reasons.append(chosen.reasons[index]), texts.append(chosen.texts[index])
+            (
+                correct.append(bool(chosen.correct[index])),
+                extracted.append(chosen.extracted[index]),
+                reasons.append(chosen.reasons[index]),
+                texts.append(chosen.texts[index]),
+            )
     return Scored(np.array(correct, dtype=bool), extracted, reasons, texts)
 
 
-def search(cfg: ESConfig, scorer: PopulationScorer, splits: Splits, log: ESLog, out: Path, model_path: str, model_name: str, show: bool) -> dict[str, Any]:
+def search(
+    cfg: ESConfig,
+    scorer: PopulationScorer,
+    splits: Splits,
+    log: ESLog,
+    out: Path,
+    model_path: str,
+    model_name: str,
+    show: bool,
+) -> dict[str, Any]:
     population = sample_population(cfg, scorer, splits.support, log, show)
     search_generations = scorer.generations
     ranked = population.ranked()
     write_population(out, population)
     k_max = min(max(cfg.top_k), len(ranked))
     top = [[Component(population.seeds[i], population.sigmas[i])] for i in ranked[:k_max]]
-    (out / "top_k_seeds.json").write_text(json.dumps({"base_model": model_name, "noise_dtype": cfg.noise_dtype,
-                                                      "specialists": [{"seed": s[0].seed, "sigma": s[0].sigma} for s in top]}, indent=1))
+    (out / "top_k_seeds.json").write_text(
+        json.dumps(
+            {
+                "base_model": model_name,
+                "noise_dtype": cfg.noise_dtype,
+                "specialists": [{"seed": s[0].seed, "sigma": s[0].sigma} for s in top],
+            },
+            indent=1,
+        )
+    )
     progress(f"evaluating base and the top {k_max} specialists on {len(splits.test)} held-out problems", show)
     base = scorer.score([], splits.test)
     specialists = scorer.score_many(top, splits.test)
@@ -83,10 +121,18 @@ def search(cfg: ESConfig, scorer: PopulationScorer, splits: Splits, log: ESLog, 
     write_test_samples(out, splits.test, samples)
     density = population.density()
     log.write("density", **{k: v for k, v in density.items() if k != "per_sigma"})
-    return {"algorithm": "randopt", "population": cfg.population, "top_k": sorted(set(cfg.top_k)), "best_sigma": population.best_sigma,
-            "search_generations": search_generations, "test_generations": scorer.generations - search_generations,
-            "solution_density": density, "split_half": split_half(cfg, population), "test": test,
-            "support_accuracy_ranked": [population.scores[i] for i in ranked[:k_max]]}
+    return {
+        "algorithm": "randopt",
+        "population": cfg.population,
+        "top_k": sorted(set(cfg.top_k)),
+        "best_sigma": population.best_sigma,
+        "search_generations": search_generations,
+        "test_generations": scorer.generations - search_generations,
+        "solution_density": density,
+        "split_half": split_half(cfg, population),
+        "test": test,
+        "support_accuracy_ranked": [population.scores[i] for i in ranked[:k_max]],
+    }
 
 
 def train(cfg: ESConfig, resume: bool = False, progress: bool = True) -> Path:

@@ -6,6 +6,7 @@ its place. Each sample's seed is derived from (run seed, step, prompt, sample in
 rollout never depends on RNG state and a resumed run regenerates exactly what it would have.
 Rewards come from ``harness.grading.EvalGrader`` — the function ``rlvr eval`` grades with.
 """
+
 from __future__ import annotations
 
 import time
@@ -57,8 +58,18 @@ class Group:
 class HFRollout:
     """Samples with the training model (switched to eval mode while generating)."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, template: Any, instruction_of: dict[str, str], max_tokens: int,
-                 temperature: float, top_p: float, batch_size: int, seed: int):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        template: Any,
+        instruction_of: dict[str, str],
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        batch_size: int,
+        seed: int,
+    ):
         self.model, self.tokenizer, self.template = model, tokenizer, template
         self.instruction_of = instruction_of
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
@@ -66,7 +77,9 @@ class HFRollout:
         self.eos = eos_token_ids(model, tokenizer)
         self.prompt = PromptCache(tokenizer, template, instruction_of)
 
-    def sample(self, problems: Sequence[Problem], group_size: int, step: int) -> list[tuple[list[int], list[list[int]], list[str], list[bool]]]:
+    def sample(
+        self, problems: Sequence[Problem], group_size: int, step: int
+    ) -> list[tuple[list[int], list[list[int]], list[str], list[bool]]]:
         """Per problem: (prompt ids, completion ids per sample, texts, truncated flags)."""
         requests = [(p, j) for p in problems for j in range(group_size)]
         prompts = [self.prompt(p) for p, _ in requests]
@@ -77,16 +90,32 @@ class HFRollout:
         try:
             for start in range(0, len(requests), self.batch_size):
                 chunk = slice(start, start + self.batch_size)
-                rows += sample_batch(self.model, prompts[chunk], seeds[chunk], [self.max_tokens] * len(prompts[chunk]), self.eos,
-                                     self.tokenizer.pad_token_id, self.temperature, self.top_p, self.template.stop,
-                                     lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True))
+                rows += sample_batch(
+                    self.model,
+                    prompts[chunk],
+                    seeds[chunk],
+                    [self.max_tokens] * len(prompts[chunk]),
+                    self.eos,
+                    self.tokenizer.pad_token_id,
+                    self.temperature,
+                    self.top_p,
+                    self.template.stop,
+                    lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
+                )
         finally:
             self.model.train(was_training)
         out = []
         for index, problem in enumerate(problems):
             mine = rows[index * group_size : (index + 1) * group_size]
             texts = [self._text(r) for r in mine]
-            out.append((prompts[index * group_size], [r.token_ids for r in mine], texts, [r.finish_reason == "length" for r in mine]))
+            out.append(
+                (
+                    prompts[index * group_size],
+                    [r.token_ids for r in mine],
+                    texts,
+                    [r.finish_reason == "length" for r in mine],
+                )
+            )
         return out
 
     def _text(self, row: Any) -> str:
@@ -117,7 +146,17 @@ class RolloutWorker:
         groups = []
         for index, (problem, (prompt_ids, completions, texts, truncated)) in enumerate(zip(problems, sampled)):
             mine = verdicts[index * self.group_size : (index + 1) * self.group_size]
-            groups.append(Group(problem, prompt_ids, completions, texts, truncated, [bool(v.correct) for v in mine], [v.reason for v in mine]))
+            groups.append(
+                Group(
+                    problem,
+                    prompt_ids,
+                    completions,
+                    texts,
+                    truncated,
+                    [bool(v.correct) for v in mine],
+                    [v.reason for v in mine],
+                )
+            )
         self.generations += len(pairs)
         return groups
 

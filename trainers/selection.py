@@ -11,6 +11,7 @@
 
 All keep their position as plain data (``state_dict``), so a resumed run continues exactly.
 """
+
 from __future__ import annotations
 
 import random
@@ -85,7 +86,9 @@ class UniformSelection:
 class DynamicSampling(UniformSelection):
     name = "dynamic"
 
-    def __init__(self, pool: Sequence[Problem], seed: int, gen_prompts: int | None = None, max_gen_batches: int = 10, **_: Any):
+    def __init__(
+        self, pool: Sequence[Problem], seed: int, gen_prompts: int | None = None, max_gen_batches: int = 10, **_: Any
+    ):
         super().__init__(pool, seed)
         self.gen_prompts = gen_prompts
         self.max_gen_batches = max_gen_batches
@@ -134,7 +137,13 @@ class HistoryResampling(UniformSelection):
         return len(solved)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"stream": self.stream.state_dict(), "base_seed": self.base_seed, "epochs": self.epochs, "record": self.record, "dropped": self.dropped}
+        return {
+            "stream": self.stream.state_dict(),
+            "base_seed": self.base_seed,
+            "epochs": self.epochs,
+            "record": self.record,
+            "dropped": self.dropped,
+        }
 
     def load_state_dict(self, state: dict[str, Any], lookup: dict[str, Problem]) -> None:
         self.base_seed = state["base_seed"]

@@ -21,11 +21,20 @@ sources our notes could reach (ALGORITHMS.md §3), with every inference labelled
 Published (secondary): AdamW (0.9, 0.95), lr 1e-6 constant, 256 prompts x 32 rollouts
 (``presets/srpo/paper.yaml``); the paper's format and language-mixing rewards are not modelled.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-DEFINING = {"advantage": "grpo", "loss_agg": "token_mean", "selection": "history", "overlong": "mask", "beta": 0.0, "eps_low": 0.2, "eps_high": 0.2}
+DEFINING = {
+    "advantage": "grpo",
+    "loss_agg": "token_mean",
+    "selection": "history",
+    "overlong": "mask",
+    "beta": 0.0,
+    "eps_low": 0.2,
+    "eps_high": 0.2,
+}
 
 
 def train(cfg, resume: bool = False, progress: bool = True) -> Path:

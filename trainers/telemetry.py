@@ -10,6 +10,7 @@ filtering), ``generations`` / ``generations_total`` (samples generated), ``lengt
 ``time_sync``, ``reflection_<category>`` (Dr. GRPO's keyword detector and our reconstruction of
 SRPO's recheck / hesitation / exploration patterns), ``stage``, ``lr``.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,7 +52,11 @@ class TrainLog:
         """On resume, lines after the checkpoint's step (logged before a crash) are dropped."""
         self.path = Path(out) / LOG_FILE
         if resume and self.path.exists():
-            kept = [line for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip() and _step_of(line) <= keep_until]
+            kept = [
+                line
+                for line in self.path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and _step_of(line) <= keep_until
+            ]
             self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         self._fh = self.path.open("a" if resume else "w", encoding="utf-8")
         self._tb = None
@@ -66,8 +71,16 @@ class TrainLog:
             try:
                 import wandb
             except ImportError as exc:
-                raise UserError("log_to: wandb needs the wandb package (pip install wandb); set WANDB_MODE=offline without network") from exc
-            self._wandb = wandb.init(project=os.environ.get("WANDB_PROJECT", "rlvr"), name=Path(out).name, config=config, dir=str(out), resume="allow" if resume else None)
+                raise UserError(
+                    "log_to: wandb needs the wandb package (pip install wandb); set WANDB_MODE=offline without network"
+                ) from exc
+            self._wandb = wandb.init(
+                project=os.environ.get("WANDB_PROJECT", "rlvr"),
+                name=Path(out).name,
+                config=config,
+                dir=str(out),
+                resume="allow" if resume else None,
+            )
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
         record = {"step": step, **metrics}

@@ -1,6 +1,7 @@
 """One policy update from a batch of graded groups: pack, old log-probs, μ passes of clipped
 policy-gradient steps over minibatches (gradient accumulation over micro-batches is exact,
 because every aggregation mode is a fixed per-token weight)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,7 +22,14 @@ class Batch:
     ref_logp: torch.Tensor | None = None
 
 
-def pack(prompts: list[list[int]], completions: list[list[int]], advantages: torch.Tensor, keep: torch.Tensor, pad_id: int, device: Any) -> Batch:
+def pack(
+    prompts: list[list[int]],
+    completions: list[list[int]],
+    advantages: torch.Tensor,
+    keep: torch.Tensor,
+    pad_id: int,
+    device: Any,
+) -> Batch:
     """Right-padded prompt + completion rows; the mask covers completion tokens only."""
     width = max(len(p) + len(c) for p, c in zip(prompts, completions))
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
@@ -39,8 +47,15 @@ def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int) -> torch.Te
     was_training = model.training
     model.eval()
     try:
-        parts = [completion_logprobs(model, batch.input_ids[i : i + micro], batch.attention_mask[i : i + micro], batch.completion_mask[i : i + micro])[0]
-                 for i in range(0, batch.input_ids.shape[0], micro)]
+        parts = [
+            completion_logprobs(
+                model,
+                batch.input_ids[i : i + micro],
+                batch.attention_mask[i : i + micro],
+                batch.completion_mask[i : i + micro],
+            )[0]
+            for i in range(0, batch.input_ids.shape[0], micro)
+        ]
     finally:
         model.train(was_training)
     return torch.cat(parts)
@@ -66,7 +81,9 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
             for m0 in range(mb.start, mb.stop, cfg.micro_batch_size):
                 m = slice(m0, min(mb.stop, m0 + cfg.micro_batch_size))
                 mask = batch.completion_mask[m]
-                logp, entropy = completion_logprobs(model, batch.input_ids[m], batch.attention_mask[m], mask, with_entropy=True)
+                logp, entropy = completion_logprobs(
+                    model, batch.input_ids[m], batch.attention_mask[m], mask, with_entropy=True
+                )
                 terms = ppo_clip_terms(logp, batch.old_logp[m], batch.advantages[m], cfg.eps_low, cfg.eps_high)
                 reference = batch.ref_logp[m] if batch.ref_logp is not None else batch.old_logp[m]
                 kl = k3_kl(logp, reference)
@@ -80,7 +97,9 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
                     totals["kl"] += float((kl * mask).sum())
                     totals["entropy"] += float((entropy * mask).sum())
                     totals["loss"] += float(loss)
-            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))))
+            grad_norms.append(
+                float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf")))
+            )
             optimizer.step()
     tokens = max(totals["tokens"], 1.0)
     return {  # keys: UPDATE_METRICS

@@ -8,6 +8,7 @@ exact base back. Deviation, labelled: the released RandOpt/CoRP workers draw noi
 own fused tensors; drawing it over the checkpoint's tensors instead makes the merged checkpoint
 that ``save_consolidated`` writes (with ``device: cuda``) exactly the model that was evaluated.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,13 +29,23 @@ def _checksum(model: torch.nn.Module) -> float:
 class VLLMPerturbedGenerator:
     """Greedy generation from base + spec with one vLLM engine (same interface as the hf one)."""
 
-    def __init__(self, model_path: str, template: str, instruction_of: dict[str, str], max_tokens: int, noise_dtype: str = "bfloat16",
-                 dtype: str = "bfloat16", gpu_memory_utilization: float = 0.8):
+    def __init__(
+        self,
+        model_path: str,
+        template: str,
+        instruction_of: dict[str, str],
+        max_tokens: int,
+        noise_dtype: str = "bfloat16",
+        dtype: str = "bfloat16",
+        gpu_memory_utilization: float = 0.8,
+    ):
         from harness.templates import load_template
 
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.vllm = require_vllm()
-        self.llm = self.vllm.LLM(model=model_path, dtype=dtype, seed=42, gpu_memory_utilization=gpu_memory_utilization, enforce_eager=True)
+        self.llm = self.vllm.LLM(
+            model=model_path, dtype=dtype, seed=42, gpu_memory_utilization=gpu_memory_utilization, enforce_eager=True
+        )
         self.tokenizer = self.llm.get_tokenizer()
         self.template = load_template(template)
         self.instruction_of, self.max_tokens = instruction_of, max_tokens
@@ -59,7 +70,9 @@ class VLLMPerturbedGenerator:
         for name, base in self.base.items():
             delta = torch.zeros(base.shape, dtype=torch.float32, device=base.device)
             for c in spec:
-                delta.add_(tensor_noise(c.seed, base.shape, base.device, self.noise_dtype).float(), alpha=c.weight * c.sigma)
+                delta.add_(
+                    tensor_noise(c.seed, base.shape, base.device, self.noise_dtype).float(), alpha=c.weight * c.sigma
+                )
             out.append((name, base + delta.to(base.dtype)))
         return out
 
@@ -78,9 +91,16 @@ class VLLMPerturbedGenerator:
     def generate(self, spec: Sequence[Component], problems: Sequence[Problem]) -> list[str]:
         self.apply(spec)
         try:
-            params = self.vllm.SamplingParams(temperature=0.0, max_tokens=self.max_tokens, seed=42, stop=list(self.template.stop) or None,
-                                              include_stop_str_in_output=self.template.include_stop)
-            outputs: Any = self.llm.generate([{"prompt_token_ids": self.prompt(p)} for p in problems], params, use_tqdm=False)
+            params = self.vllm.SamplingParams(
+                temperature=0.0,
+                max_tokens=self.max_tokens,
+                seed=42,
+                stop=list(self.template.stop) or None,
+                include_stop_str_in_output=self.template.include_stop,
+            )
+            outputs: Any = self.llm.generate(
+                [{"prompt_token_ids": self.prompt(p)} for p in problems], params, use_tqdm=False
+            )
             return [o.outputs[0].text for o in outputs]
         finally:
             self.restore()

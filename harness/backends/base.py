@@ -3,6 +3,7 @@
 Each request is one sample with its own seed, so a sample is reproducible on its own: it does
 not depend on which other samples shared its batch or on how a resumed run was split up.
 """
+
 from __future__ import annotations
 
 import hashlib

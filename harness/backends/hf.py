@@ -1,4 +1,5 @@
 """The ``hf`` backend: a transformers causal LM on CPU or GPU, batched and left-padded."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,7 +32,14 @@ def resolve_dtype(dtype: str, device: str):
 
     if dtype == "auto":
         return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    table = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
     if dtype not in table:
         raise UserError(f"unknown --dtype {dtype!r}; use auto, float32, bfloat16 or float16")
     return table[dtype]
@@ -69,7 +77,14 @@ def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
 class HFBackend:
     name = "hf"
 
-    def __init__(self, model_path: str, dtype: str = "auto", device: str = "auto", batch_size: int = 16, max_model_len: int | None = None):
+    def __init__(
+        self,
+        model_path: str,
+        dtype: str = "auto",
+        device: str = "auto",
+        batch_size: int = 16,
+        max_model_len: int | None = None,
+    ):
         import torch
 
         self.model_path = model_path

@@ -6,12 +6,12 @@ neighbours. Here each row owns a ``torch.Generator`` seeded from its sample seed
 differences from padding). Finished rows leave the batch (their KV cache rows are dropped), so
 long and short answers do not cost each other compute. Trainers reuse this for rollouts.
 """
+
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
-
-import inspect
 
 import torch
 
@@ -35,7 +35,9 @@ def _filter_top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return filtered / filtered.sum(dim=-1, keepdim=True)
 
 
-def next_tokens(logits: torch.Tensor, temperature: float, top_p: float, generators: Sequence[torch.Generator]) -> torch.Tensor:
+def next_tokens(
+    logits: torch.Tensor, temperature: float, top_p: float, generators: Sequence[torch.Generator]
+) -> torch.Tensor:
     """Greedy when ``temperature == 0``; otherwise one draw per row from its own generator."""
     if temperature <= 0:
         return logits.argmax(dim=-1)
@@ -111,5 +113,12 @@ def sample_batch(
             active = [active[r] for r in keep]
         mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
         last_pos = last_pos + 1
-        cache, logits = _forward(model, keyword, input_ids=chosen[:, None], attention_mask=mask, position_ids=last_pos[:, None], **{keyword: cache})
+        cache, logits = _forward(
+            model,
+            keyword,
+            input_ids=chosen[:, None],
+            attention_mask=mask,
+            position_ids=last_pos[:, None],
+            **{keyword: cache},
+        )
     return results

@@ -6,6 +6,7 @@ sample is reproducible where the server honours ``seed``. Requests run concurren
 limit; connection errors, timeouts, 429 and 5xx are retried with exponential backoff (honouring
 ``Retry-After``); other 4xx errors stop the run with the server's message.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +23,16 @@ RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 class OpenAIBackend:
     name = "openai"
 
-    def __init__(self, model: str, base_url: str | None, api_key: str | None = None, concurrency: int = 8, timeout: float = 600.0, max_retries: int = 6, backoff_s: float = 0.5):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None,
+        api_key: str | None = None,
+        concurrency: int = 8,
+        timeout: float = 600.0,
+        max_retries: int = 6,
+        backoff_s: float = 0.5,
+    ):
         if not base_url:
             raise UserError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
         self.model = model
@@ -75,7 +85,10 @@ class OpenAIBackend:
                 response = await client.post(self.base_url + path, json=body)
             except (httpx.TransportError, httpx.TimeoutException) as exc:
                 if attempt == self.max_retries:
-                    raise UserError(f"cannot reach {self.base_url} after {attempt + 1} tries ({type(exc).__name__}); is the server running?") from exc
+                    raise UserError(
+                        f"cannot reach {self.base_url} after {attempt + 1} tries ({type(exc).__name__}); is the "
+                        "server running?"
+                    ) from exc
             else:
                 if response.status_code == 200:
                     return self._parse(request, params, response)
@@ -97,14 +110,23 @@ class OpenAIBackend:
             choice = data["choices"][0]
             text = choice["text"] if "text" in choice else choice["message"]["content"] or ""
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise UserError(f"{self.base_url} returned a response that is not an OpenAI completion: {response.text[:200]}") from exc
+            raise UserError(
+                f"{self.base_url} returned a response that is not an OpenAI completion: {response.text[:200]}"
+            ) from exc
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
         stop_reason = choice.get("stop_reason")  # vLLM names the stop string that matched
-        if params.include_stop and isinstance(stop_reason, str) and stop_reason in params.stop and not text.endswith(stop_reason):
+        if (
+            params.include_stop
+            and isinstance(stop_reason, str)
+            and stop_reason in params.stop
+            and not text.endswith(stop_reason)
+        ):
             text += stop_reason
         usage = data.get("usage") or {}
         n_tokens = usage.get("completion_tokens")
-        return Generation(request.prompt, text, finish, int(n_tokens) if n_tokens is not None else None, usage.get("prompt_tokens"))
+        return Generation(
+            request.prompt, text, finish, int(n_tokens) if n_tokens is not None else None, usage.get("prompt_tokens")
+        )
 
     def close(self) -> None:
         pass

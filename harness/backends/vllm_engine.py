@@ -4,13 +4,14 @@ The import is guarded: without vLLM or a GPU the run stops with one line saying 
 Each sample is its own request with its own seed (vLLM's per-request generator), matching the
 ``hf`` backend's per-sample reproducibility.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 from harness.backends.base import Generation, GenerationRequest, SamplingParams
-from harness.errors import UserError
 from harness.backends.hf import encode_prompt
+from harness.errors import UserError
 
 
 def require_vllm() -> Any:
@@ -23,7 +24,9 @@ def require_vllm() -> Any:
     try:
         import vllm
     except ImportError as exc:
-        raise UserError("the vllm backend needs vLLM on a CUDA GPU machine (pip install 'rlvr[vllm]'); on CPU use --backend hf") from exc
+        raise UserError(
+            "the vllm backend needs vLLM on a CUDA GPU machine (pip install 'rlvr[vllm]'); on CPU use --backend hf"
+        ) from exc
     if not gpu:
         raise UserError("the vllm backend needs a CUDA GPU and none is visible; use --backend hf on this machine")
     return vllm
@@ -32,7 +35,16 @@ def require_vllm() -> Any:
 class VLLMBackend:
     name = "vllm"
 
-    def __init__(self, model_path: str, dtype: str = "auto", seed: int = 0, max_model_len: int | None = None, gpu_memory_utilization: float = 0.85, tensor_parallel_size: int = 1, enforce_eager: bool = False):
+    def __init__(
+        self,
+        model_path: str,
+        dtype: str = "auto",
+        seed: int = 0,
+        max_model_len: int | None = None,
+        gpu_memory_utilization: float = 0.85,
+        tensor_parallel_size: int = 1,
+        enforce_eager: bool = False,
+    ):
         vllm = require_vllm()
         self._vllm = vllm
         kwargs: dict[str, Any] = {
@@ -69,7 +81,16 @@ class VLLMBackend:
         for (text, _), output in zip(encoded, outputs):
             sample = output.outputs[0]
             finish = "length" if sample.finish_reason == "length" else "stop"
-            results.append(Generation(text, sample.text, finish, len(sample.token_ids), len(output.prompt_token_ids or []), list(sample.token_ids)))
+            results.append(
+                Generation(
+                    text,
+                    sample.text,
+                    finish,
+                    len(sample.token_ids),
+                    len(output.prompt_token_ids or []),
+                    list(sample.token_ids),
+                )
+            )
         return results
 
     def close(self) -> None:

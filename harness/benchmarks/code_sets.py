@@ -5,6 +5,7 @@ prepends a block of standard imports; LeetCode defines ``ListNode``; HumanEval p
 ``typing``). We pass those as the verifier's ``prelude`` / ``postlude`` so the grade matches
 what the benchmark's runner would decide, and the model's program stays what it wrote.
 """
+
 from __future__ import annotations
 
 import ast
@@ -16,10 +17,32 @@ from harness.benchmarks.problems import Problem
 #: What LiveCodeBench's runner puts before every program: star imports in its order (which
 #: matters: ``from builtins import *`` after ``from math import *`` gives back the built-in
 #: three-argument ``pow``), the same modules by name, and a deep recursion limit.
-_STAR_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics", "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing")
+_STAR_MODULES = (
+    "string",
+    "re",
+    "datetime",
+    "collections",
+    "heapq",
+    "bisect",
+    "copy",
+    "math",
+    "random",
+    "statistics",
+    "itertools",
+    "functools",
+    "operator",
+    "io",
+    "sys",
+    "json",
+    "builtins",
+    "typing",
+)
 CONTEST_PRELUDE = "\n".join(
     [f"from {name} import *" for name in _STAR_MODULES]
-    + ["import " + ", ".join(name for name in _STAR_MODULES if name not in ("builtins", "typing")), "sys.setrecursionlimit(50000)"]
+    + [
+        "import " + ", ".join(name for name in _STAR_MODULES if name not in ("builtins", "typing")),
+        "sys.setrecursionlimit(50000)",
+    ]
 )
 
 LIST_NODE = """
@@ -66,14 +89,19 @@ def contest_problem(row: dict[str, Any], benchmark: str) -> Problem:
     if fn_name:
         fmt = f"Complete this starter code. {CODE_BLOCK}\n```python\n{row['starter_code'].rstrip()}\n```"
     else:
-        fmt = f"Write a Python program that reads the input from standard input and prints the answer to standard output. {CODE_BLOCK}"
+        fmt = (
+            "Write a Python program that reads the input from standard input and prints the answer to standard "
+            f"output. {CODE_BLOCK}"
+        )
     gold: dict[str, Any] = {"tests": row["tests"], "prelude": CONTEST_PRELUDE, "limits": dict(CONTEST_LIMITS)}
     if fn_name:
         gold.update(fn_name=fn_name, starter_code=row["starter_code"])
     if (row.get("metadata") or {}).get("linked_list_io"):
         gold["prelude"] = CONTEST_PRELUDE + LIST_NODE
         gold["postlude"] = LINKED_LIST_ADAPTER.format(fn=fn_name)
-    meta = {k: row[k] for k in ("platform", "difficulty", "contest_date", "tests_scope", "question_title") if row.get(k)}
+    meta = {
+        k: row[k] for k in ("platform", "difficulty", "contest_date", "tests_scope", "question_title") if row.get(k)
+    }
     return Problem(row["id"], benchmark, "code", f"{row['question_content'].rstrip()}\n\n{fmt}", gold, None, meta)
 
 
@@ -85,7 +113,9 @@ def _imports_of(prompt: str) -> str:
         return ""
     lines = prompt.split("\n")
     return "\n".join(
-        "\n".join(lines[node.lineno - 1 : node.end_lineno]) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+        "\n".join(lines[node.lineno - 1 : node.end_lineno])
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
     )
 
 
@@ -116,7 +146,13 @@ def evalplus_problem(row: dict[str, Any], benchmark: str) -> Problem:
     entry = row["entry_point"]
     humaneval = benchmark == "humanevalplus"
     gold: dict[str, Any] = {
-        "differential": {"reference": reference_program(row), "inputs": inputs_of(row), "groups": input_groups(row), "task_id": row["task_id"], "oracle": oracle_of(row)},
+        "differential": {
+            "reference": reference_program(row),
+            "inputs": inputs_of(row),
+            "groups": input_groups(row),
+            "task_id": row["task_id"],
+            "oracle": oracle_of(row),
+        },
         "fn_name": entry,
         "compare": comparison_of(row),
     }

@@ -4,6 +4,7 @@ A field mapping says which column holds what (``question=problem,answer=gold``);
 fields are looked up under their usual names. Rows with ``tests`` are code problems, the
 rest math, unless ``kind`` says otherwise.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -91,7 +92,10 @@ def _hub_rows(spec: str) -> list[dict[str, Any]]:
     try:
         ds = datasets.load_dataset(name, config or None, split=split or "test")
     except Exception as exc:  # the hub's errors are many and unhelpful; give one line
-        raise UserError(f"cannot load hub dataset {name!r} ({type(exc).__name__}); without network access, download it elsewhere and pass a local .jsonl/.parquet") from exc
+        raise UserError(
+            f"cannot load hub dataset {name!r} ({type(exc).__name__}); without network access, download it elsewhere "
+            "and pass a local .jsonl/.parquet"
+        ) from exc
     return [dict(row) for row in ds]
 
 
@@ -101,7 +105,13 @@ def _pick(row: dict[str, Any], field: str, fields: dict[str, str]) -> Any:
     return next((row[k] for k in DEFAULT_FIELDS[field] if row.get(k) is not None), None)
 
 
-def load_custom(source: str, fields: dict[str, str] | None = None, kind: str | None = None, policy: str | None = None, name: str | None = None) -> list[Problem]:
+def load_custom(
+    source: str,
+    fields: dict[str, str] | None = None,
+    kind: str | None = None,
+    policy: str | None = None,
+    name: str | None = None,
+) -> list[Problem]:
     """Problems from a user file or hub dataset, validated row by row with a clear error."""
     fields = fields or {}
     rows = _read_rows(source)
@@ -129,7 +139,16 @@ def load_custom(source: str, fields: dict[str, str] | None = None, kind: str | N
                 raise UserError(f"{source}: row {index} has no answer; map it with --fields answer=COLUMN")
             gold = {"answer": str(answer), "policy": policy or "math"}
         rid = _pick(row, "id", fields)
-        problems.append(Problem(f"{bench}/{rid if rid is not None else index}", bench, row_kind, question, gold, _pick(row, "solution", fields)))
+        problems.append(
+            Problem(
+                f"{bench}/{rid if rid is not None else index}",
+                bench,
+                row_kind,
+                question,
+                gold,
+                _pick(row, "solution", fields),
+            )
+        )
     if not problems:
         raise UserError(f"{source} holds no rows")
     return problems

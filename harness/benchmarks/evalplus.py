@@ -7,12 +7,36 @@ table below follows EvalPlus 0.3.1's ``mbpp_deserialize_inputs``, task by task).
 compared with EvalPlus's own rule (``sandbox.code.compare``, rule ``evalplus``), its task
 tolerance ``atol``, and the special oracles its ``unsafe_execute`` chooses by entry point.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 # How to restore MBPP+ argument types, by task number.
-_EACH_ARG_TUPLE = {2, 116, 132, 143, 222, 261, 273, 394, 399, 421, 424, 429, 470, 560, 579, 596, 616, 630, 726, 740, 744, 809}
+_EACH_ARG_TUPLE = {
+    2,
+    116,
+    132,
+    143,
+    222,
+    261,
+    273,
+    394,
+    399,
+    421,
+    424,
+    429,
+    470,
+    560,
+    579,
+    596,
+    616,
+    630,
+    726,
+    740,
+    744,
+    809,
+}
 _EACH_ARG_LIST_OF_TUPLES = {63, 64, 70, 94, 120, 237, 272, 299, 400, 409, 417, 438, 473, 614, 780}
 _FIRST_ARG_LIST_OF_TUPLES = {75, 413, 444, 753}
 _SECOND_ARG_TUPLE = {106, 750}
@@ -25,9 +49,23 @@ _EVERYTHING_TUPLE = {580, 615, 791}
 OVERSIZED_INPUTS = {"Mbpp/255": {88, 103}}
 
 #: ``evalplus/eval/_special_oracle.py`` and ``unsafe_execute``: MBPP+ oracles by entry point.
-MBPP_SET_ORACLE = {"similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly", "larg_nnum", "intersection_array", "find_dissimilar", "Diff"}
+MBPP_SET_ORACLE = {
+    "similar_elements",
+    "find_char_long",
+    "common_in_nested_lists",
+    "extract_singly",
+    "larg_nnum",
+    "intersection_array",
+    "find_dissimilar",
+    "Diff",
+}
 MBPP_NOT_NONE_ORACLE = {"check_str", "text_match_three", "text_starta_endb"}
-MBPP_ENTRY_ORACLES = {"are_equivalent": "any_value", "sum_div": "sum_div", "surface_Area": "surface_area", "digit_distance_nums": "digit_distance"}
+MBPP_ENTRY_ORACLES = {
+    "are_equivalent": "any_value",
+    "sum_div": "sum_div",
+    "surface_Area": "surface_area",
+    "digit_distance_nums": "digit_distance",
+}
 
 
 def _deep_tuple(value: Any) -> Any:

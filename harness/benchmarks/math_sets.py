@@ -1,4 +1,5 @@
 """Math benchmarks: rows of ``harness/data/math/*.jsonl.gz`` as problems for the math verifier."""
+
 from __future__ import annotations
 
 import re

@@ -4,6 +4,7 @@ A ``Problem`` carries the text shown to the model and a ``gold`` dict that is ex
 grading payload of a ``sandbox`` item (``answer`` + math options, or ``tests`` + code options),
 so evaluation and training build their verifier calls from the same data.
 """
+
 from __future__ import annotations
 
 import gzip

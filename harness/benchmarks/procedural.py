@@ -12,6 +12,7 @@ parameters, so the train and held-out splits never share a problem and never cha
 and ``pyfunc`` are the held-out splits; ``arith_train`` and ``pyfunc_train`` are the pools the
 trainers sample from.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -65,7 +66,9 @@ def arith_problems(split: str, size: int | None = None, seed: int = 0) -> list[P
         key = f"arith:{item[0]}:{item[1]}{item[2]}{item[3]}"
         if _is_held_out(key) == (split == "test"):
             by_level.setdefault(item[0], []).append(item)
-    return _interleave(by_level, size or sum(len(v) for v in by_level.values()), seed, lambda it: _arith_problem(it, split))
+    return _interleave(
+        by_level, size or sum(len(v) for v in by_level.values()), seed, lambda it: _arith_problem(it, split)
+    )
 
 
 def _interleave(by_level: dict[str, list], size: int, seed: int, build: Callable[[Any], Problem]) -> list[Problem]:
@@ -86,18 +89,49 @@ _FAMILIES: list[tuple[str, str, Callable[[int], Callable[..., Any]], Callable[[r
     ("mul", "returns x multiplied by {k}", lambda k: lambda x: x * k, lambda r: [r.randint(-20, 20)]),
     ("sub", "returns x minus {k}", lambda k: lambda x: x - k, lambda r: [r.randint(-50, 50)]),
     ("pow", "returns x raised to the power {k}", lambda k: lambda x: x**k, lambda r: [r.randint(-6, 6)]),
-    ("gt", "returns True if x is greater than {k}, otherwise False", lambda k: lambda x: x > k, lambda r: [r.randint(-5, 30)]),
+    (
+        "gt",
+        "returns True if x is greater than {k}, otherwise False",
+        lambda k: lambda x: x > k,
+        lambda r: [r.randint(-5, 30)],
+    ),
     ("mod", "returns the remainder of x divided by {k}", lambda k: lambda x: x % k, lambda r: [r.randint(0, 100)]),
-    ("repeat", "returns the string s repeated {k} times", lambda k: lambda s: s * k, lambda r: [r.choice(["a", "ab", "xyz", ""])]),
-    ("listadd", "returns the list of numbers in xs, each plus {k}", lambda k: lambda xs: [x + k for x in xs], lambda r: [[r.randint(-9, 9) for _ in range(r.randint(0, 4))]]),
-    ("count", "returns how many times the number {k} appears in the list xs", lambda k: lambda xs: xs.count(k), lambda r: [[r.randint(0, 12) for _ in range(r.randint(0, 6))]]),
+    (
+        "repeat",
+        "returns the string s repeated {k} times",
+        lambda k: lambda s: s * k,
+        lambda r: [r.choice(["a", "ab", "xyz", ""])],
+    ),
+    (
+        "listadd",
+        "returns the list of numbers in xs, each plus {k}",
+        lambda k: lambda xs: [x + k for x in xs],
+        lambda r: [[r.randint(-9, 9) for _ in range(r.randint(0, 4))]],
+    ),
+    (
+        "count",
+        "returns how many times the number {k} appears in the list xs",
+        lambda k: lambda xs: xs.count(k),
+        lambda r: [[r.randint(0, 12) for _ in range(r.randint(0, 6))]],
+    ),
     ("maxk", "returns the larger of x and {k}", lambda k: lambda x: max(x, k), lambda r: [r.randint(-10, 30)]),
 ]
 _PARAMS = {"pow": range(2, 5), "mod": range(2, 32), "repeat": range(2, 10), "count": range(0, 13)}
 
 
 def _pyfunc_problem(family: str, k: int, split: str) -> Problem:
-    name_of = {"add": "add", "mul": "times", "sub": "minus", "pow": "power", "gt": "greater_than", "mod": "mod", "repeat": "repeat", "listadd": "add_to_all", "count": "count", "maxk": "max_with"}
+    name_of = {
+        "add": "add",
+        "mul": "times",
+        "sub": "minus",
+        "pow": "power",
+        "gt": "greater_than",
+        "mod": "mod",
+        "repeat": "repeat",
+        "listadd": "add_to_all",
+        "count": "count",
+        "maxk": "max_with",
+    }
     entry = next(f for f in _FAMILIES if f[0] == family)
     _, description, make, argument = entry
     fn_name = f"{name_of[family]}_{k}"
@@ -112,7 +146,8 @@ def _pyfunc_problem(family: str, k: int, split: str) -> Problem:
         id=f"pyfunc{'' if split == 'test' else '_train'}/{family}-{k}",
         benchmark="pyfunc" if split == "test" else "pyfunc_train",
         kind="code",
-        question=f"Write a Python function `{fn_name}({arg})` that {text}. For example, `{fn_name}({example_args[0]!r})` returns `{tests[0]['expected']!r}`. "
+        question=f"Write a Python function `{fn_name}({arg})` that {text}. For example, "
+        f"`{fn_name}({example_args[0]!r})` returns `{tests[0]['expected']!r}`. "
         f"Put the function in a ```python code block.",
         gold={"tests": tests, "fn_name": fn_name},
         solution=f"```python\ndef {fn_name}({arg}):\n    return {_solution_body(family, k, arg)}\n```",
@@ -122,8 +157,16 @@ def _pyfunc_problem(family: str, k: int, split: str) -> Problem:
 
 def _solution_body(family: str, k: int, arg: str) -> str:
     return {
-        "add": f"{arg} + {k}", "mul": f"{arg} * {k}", "sub": f"{arg} - {k}", "pow": f"{arg} ** {k}", "gt": f"{arg} > {k}",
-        "mod": f"{arg} % {k}", "repeat": f"{arg} * {k}", "listadd": f"[x + {k} for x in {arg}]", "count": f"{arg}.count({k})", "maxk": f"max({arg}, {k})",
+        "add": f"{arg} + {k}",
+        "mul": f"{arg} * {k}",
+        "sub": f"{arg} - {k}",
+        "pow": f"{arg} ** {k}",
+        "gt": f"{arg} > {k}",
+        "mod": f"{arg} % {k}",
+        "repeat": f"{arg} * {k}",
+        "listadd": f"[x + {k} for x in {arg}]",
+        "count": f"{arg}.count({k})",
+        "maxk": f"max({arg}, {k})",
     }[family]
 
 
@@ -140,10 +183,16 @@ def pyfunc_problems(split: str, size: int | None = None, seed: int = 0) -> list[
 #: The procedural benchmarks, listed by ``harness.benchmarks.registry`` with the shipped ones.
 PROCEDURAL_SPECS = [
     BenchmarkSpec(
-        name=name, kind=kind, description=description, source="generated by harness/benchmarks/procedural.py (seed 0)",
+        name=name,
+        kind=kind,
+        description=description,
+        source="generated by harness/benchmarks/procedural.py (seed 0)",
         load=(lambda make=make, split=split: make(split)),
-        instruction="Reply with just the number." if kind == "math" else "Put your solution in a single ```python code block.",
-        policy="arith" if kind == "math" else None, shots_from=name,
+        instruction="Reply with just the number."
+        if kind == "math"
+        else "Put your solution in a single ```python code block.",
+        policy="arith" if kind == "math" else None,
+        shots_from=name,
     )
     for name, kind, make, split, description in (
         ("arith", "math", arith_problems, "test", "small-integer arithmetic, held-out split (procedural)"),

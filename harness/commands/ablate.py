@@ -1,4 +1,5 @@
 """``rlvr ablate templates|prior``: the template ablation and the base-model prior report."""
+
 from __future__ import annotations
 
 import argparse
@@ -41,15 +42,37 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ablate", help="template ablation and base-model prior report", description="Ablations as ordinary evaluation runs.")
+    p = sub.add_parser(
+        "ablate",
+        help="template ablation and base-model prior report",
+        description="Ablations as ordinary evaluation runs.",
+    )
     kinds = p.add_subparsers(dest="ablation", metavar="<ablation>")
-    t = kinds.add_parser("templates", help="one evaluation per template: Dr. GRPO's Table 1", epilog=EPILOG_TEMPLATES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    t = kinds.add_parser(
+        "templates",
+        help="one evaluation per template: Dr. GRPO's Table 1",
+        epilog=EPILOG_TEMPLATES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_protocol_flags(t)
-    t.add_argument("--templates", default="qwen_math,r1,no_template,fewshot,chat", help="comma-separated templates (default: all five built-ins)")
-    pr = kinds.add_parser("prior", help="base-model prior: answer rate, pass@k curve, reflection keywords, lengths", epilog=EPILOG_PRIOR, formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument(
+        "--templates",
+        default="qwen_math,r1,no_template,fewshot,chat",
+        help="comma-separated templates (default: all five built-ins)",
+    )
+    pr = kinds.add_parser(
+        "prior",
+        help="base-model prior: answer rate, pass@k curve, reflection keywords, lengths",
+        epilog=EPILOG_PRIOR,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_protocol_flags(pr)
-    pr.add_argument("--compare-model", dest="compare_model", default=None, help="a second model (e.g. after RL) shown side by side")
-    pr.add_argument("--templates", default="qwen_math,r1,no_template", help="comma-separated templates (default: Dr. GRPO's three)")
+    pr.add_argument(
+        "--compare-model", dest="compare_model", default=None, help="a second model (e.g. after RL) shown side by side"
+    )
+    pr.add_argument(
+        "--templates", default="qwen_math,r1,no_template", help="comma-separated templates (default: Dr. GRPO's three)"
+    )
     for q in (t, pr):
         q.add_argument("--results", default="results", help="where the ablation folder goes (default results/)")
         q.add_argument("--name", default=None, help="ablation folder name (default: ablate-<kind>-<model>)")
@@ -69,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
         defaults.update(n=8, temperature=0.6)
     base = resolve_config(EvalConfig, args, defaults=defaults, ignore=OWN)
     if base.template != "qwen_math" or base.out:
-        raise UserError("ablations choose the template and output folders themselves: use --templates and --results/--name")
+        raise UserError(
+            "ablations choose the template and output folders themselves: use --templates and --results/--name"
+        )
     templates = split_list(args.templates)
     if args.ablation == "templates":
         result = ablate_templates(base, models, templates, Path(args.results), args.name)

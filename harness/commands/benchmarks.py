@@ -1,4 +1,5 @@
 """``rlvr benchmarks``: the benchmarks this install can evaluate, with sizes and provenance."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,15 +22,17 @@ def rows() -> list[dict]:
 
     out = []
     for spec in all_benchmarks().values():
-        out.append({
-            "name": spec.name,
-            "kind": spec.kind,
-            "problems": len(load_problems(spec.name)),
-            "policy": spec.policy or "-",
-            "description": spec.description,
-            "source": spec.source,
-            "notes": spec.notes,
-        })
+        out.append(
+            {
+                "name": spec.name,
+                "kind": spec.kind,
+                "problems": len(load_problems(spec.name)),
+                "policy": spec.policy or "-",
+                "description": spec.description,
+                "source": spec.source,
+                "notes": spec.notes,
+            }
+        )
     return out
 
 

@@ -1,4 +1,5 @@
 """``rlvr compare``: paired difference of two runs on the problems they share."""
+
 from __future__ import annotations
 
 import argparse

@@ -11,6 +11,7 @@
 
 Everything lands in ``results/demo/`` and resumes: a second ``make demo`` only prints.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,11 +26,19 @@ SAMPLED = {"n": 4, "temperature": 0.7}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run the main jobs on the embedded model and print what they show",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "demo",
+        help="run the main jobs on the embedded model and print what they show",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--timeout", type=float, default=1.0, help="grading deadline per item in seconds")
-    p.add_argument("--results", default="results/demo", help="where the demo's runs go (default results/demo; they resume)")
-    p.add_argument("--limit", type=int, default=40, help="held-out arith problems per evaluation (default 40; pyfunc gets half)")
+    p.add_argument(
+        "--results", default="results/demo", help="where the demo's runs go (default results/demo; they resume)"
+    )
+    p.add_argument(
+        "--limit", type=int, default=40, help="held-out arith problems per evaluation (default 40; pyfunc gets half)"
+    )
     p.add_argument("--steps", type=int, default=8, help="Dr. GRPO steps in part 4 (default 8)")
     p.add_argument("--grading-only", action="store_true", help="only part 1 (no model)")
     p.set_defaults(func=run)
@@ -43,7 +52,10 @@ def _cell(text: str | None, width: int) -> str:
 def run(args: argparse.Namespace) -> int:
     print("== 1. the verifier: one shipped sample of completions, graded ==")
     show_grading(args.timeout)
-    print("what it shows: each verdict with the rule that decided it; hedged, wrong-format and hostile completions earn nothing")
+    print(
+        "what it shows: each verdict with the rule that decided it; hedged, wrong-format and hostile completions earn "
+        "nothing"
+    )
     if args.grading_only:
         return 0
     results = Path(args.results)
@@ -54,17 +66,40 @@ def run(args: argparse.Namespace) -> int:
 
     board = results / "leaderboard"
     info = build_leaderboard(results, board)
-    print(f"\nleaderboard of the {info['runs']} demo runs, one table per protocol: {board}/README.md and {board}/index.html (open it in a browser)")
-    print("what it shows: every number above as a ranked table with CIs, grouped so that only runs under the same protocol share a table")
+    print(
+        f"\nleaderboard of the {info['runs']} demo runs, one table per protocol: {board}/README.md and "
+        f"{board}/index.html (open it in a browser)"
+    )
+    print(
+        "what it shows: every number above as a ranked table with CIs, grouped so that only runs under the same "
+        "protocol share a table"
+    )
     return 0
 
 
-def _eval(model: str | None, benchmarks: str, limit: int, out: Path, max_tokens: int = PROTOCOL["max_tokens"], n: int = 1, temperature: float = 0.0) -> dict:
+def _eval(
+    model: str | None,
+    benchmarks: str,
+    limit: int,
+    out: Path,
+    max_tokens: int = PROTOCOL["max_tokens"],
+    n: int = 1,
+    temperature: float = 0.0,
+) -> dict:
     from harness.eval_config import EvalConfig
     from harness.evaluate import run_eval
 
-    cfg = EvalConfig(model=model, benchmarks=benchmarks, template=PROTOCOL["template"], limit=limit, max_tokens=max_tokens, n=n, temperature=temperature,
-                     out=str(out), progress=False)
+    cfg = EvalConfig(
+        model=model,
+        benchmarks=benchmarks,
+        template=PROTOCOL["template"],
+        limit=limit,
+        max_tokens=max_tokens,
+        n=n,
+        temperature=temperature,
+        out=str(out),
+        progress=False,
+    )
     return run_eval(cfg)
 
 
@@ -76,7 +111,10 @@ def embedded_tasks(results: Path, limit: int) -> None:
     print_summary(_eval(None, "arith", limit, arith), arith)
     pyfunc = results / "smollm2-135m-instruct-chat-pyfunc"
     print_summary(_eval(None, "pyfunc", max(1, limit // 2), pyfunc, max_tokens=96), pyfunc)
-    print("what it shows: a 135M model scores well above zero on verifiable tasks sized for it; the CI is how sure we are at this many problems")
+    print(
+        "what it shows: a 135M model scores well above zero on verifiable tasks sized for it; the CI is how sure we "
+        "are at this many problems"
+    )
 
 
 def template_ablation(results: Path, limit: int) -> None:
@@ -84,10 +122,15 @@ def template_ablation(results: Path, limit: int) -> None:
     from harness.eval_config import EvalConfig
 
     print("\n== 3. does the prompt template matter? (arith, greedy; Dr. GRPO's template question at toy scale) ==")
-    base = EvalConfig(benchmarks="arith", limit=limit, max_tokens=PROTOCOL["max_tokens"], temperature=0.0, progress=False)
+    base = EvalConfig(
+        benchmarks="arith", limit=limit, max_tokens=PROTOCOL["max_tokens"], temperature=0.0, progress=False
+    )
     report = ablate_templates(base, [None], ["chat", "no_template", "fewshot"], results, name="ablate-templates-arith")
     print("\n" + report["markdown"])
-    print("what it shows: the same weights score very differently by template; an RL gain is only meaningful against the right baseline")
+    print(
+        "what it shows: the same weights score very differently by template; an RL gain is only meaningful against "
+        "the right baseline"
+    )
 
 
 def policy_gradient(results: Path, limit: int, steps: int) -> None:
@@ -95,12 +138,33 @@ def policy_gradient(results: Path, limit: int, steps: int) -> None:
     from harness.comparison import compare_runs
     from harness.report_format import percent_ci
 
-    print(f"\n== 4. reinforcement learning with the verifier as reward: {steps} Dr. GRPO steps on arith_train, held-out arith before and after ==")
+    print(
+        f"\n== 4. reinforcement learning with the verifier as reward: {steps} Dr. GRPO steps on arith_train, held-out "
+        "arith before and after =="
+    )
     before = results / "smollm2-135m-instruct-chat-arith-sampled"
     _eval(None, "arith", limit, before, **SAMPLED)
     out = results / "train-drgrpo"
-    argv = ["train", "drgrpo", "--config", "cpu-demo", "--out", str(out), "--max-steps", str(steps), "--set", "lr=5e-5", "--set", "prompts_per_step=6",
-            "--set", f"max_tokens={PROTOCOL['max_tokens']}", "--set", "save_every=0", "--set", "save_optimizer=false"]
+    argv = [
+        "train",
+        "drgrpo",
+        "--config",
+        "cpu-demo",
+        "--out",
+        str(out),
+        "--max-steps",
+        str(steps),
+        "--set",
+        "lr=5e-5",
+        "--set",
+        "prompts_per_step=6",
+        "--set",
+        f"max_tokens={PROTOCOL['max_tokens']}",
+        "--set",
+        "save_every=0",
+        "--set",
+        "save_optimizer=false",
+    ]
     final = out / f"checkpoint-{steps:06d}"
     command = "rlvr " + " ".join(argv)
     if not final.exists():
@@ -117,12 +181,22 @@ def policy_gradient(results: Path, limit: int, steps: int) -> None:
     after = results / "drgrpo-chat-arith-sampled"
     summary = _eval(str(final), "arith", limit, after, **SAMPLED)
     report = compare_runs(before, after)["benchmarks"]["arith"]
-    print(f"\nheld-out arith ({report['n_problems']} problems x {SAMPLED['n']} samples at T={SAMPLED['temperature']}): before {100 * report['mean_a']:.1f}%  after {100 * report['mean_b']:.1f}%  "
-          f"gain {percent_ci(report, signed=True)} points (paired, 95% CI)")
-    print(f"what it shows: {steps} steps of RL on the verifier's reward move held-out accuracy of the same model; longer runs: "
-          f"benchmarks/learn_cpu.py (the table in leaderboards/learn_cpu/)")
-    print(f"reproduce: {command}  then  rlvr eval --model {final} --benchmarks arith --template chat --max-tokens {PROTOCOL['max_tokens']} "
-          f"--n {SAMPLED['n']} --temperature {SAMPLED['temperature']} --limit {limit}  (protocol fingerprint {summary['fingerprint']}, the same as the base run's)")
+    print(
+        f"\nheld-out arith ({report['n_problems']} problems x {SAMPLED['n']} samples at T={SAMPLED['temperature']}): "
+        f"before {100 * report['mean_a']:.1f}%  after {100 * report['mean_b']:.1f}%  "
+        f"gain {percent_ci(report, signed=True)} points (paired, 95% CI)"
+    )
+    print(
+        f"what it shows: {steps} steps of RL on the verifier's reward move held-out accuracy of the same model; "
+        "longer runs: "
+        f"benchmarks/learn_cpu.py (the table in leaderboards/learn_cpu/)"
+    )
+    print(
+        f"reproduce: {command}  then  rlvr eval --model {final} --benchmarks arith --template chat --max-tokens "
+        f"{PROTOCOL['max_tokens']} "
+        f"--n {SAMPLED['n']} --temperature {SAMPLED['temperature']} --limit {limit}  (protocol fingerprint "
+        f"{summary['fingerprint']}, the same as the base run's)"
+    )
 
 
 def show_grading(timeout: float) -> None:

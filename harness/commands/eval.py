@@ -1,4 +1,5 @@
 """``rlvr eval``: evaluate a checkpoint on benchmarks under one protocol."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,34 +35,96 @@ def add_protocol_flags(p: argparse.ArgumentParser) -> None:
     """Flags shared by ``eval`` and the ablations (all default to SUPPRESS: only typed flags
     override the YAML config)."""
     g = p.add_argument_group("protocol")
-    g.add_argument("--model", default=S, help="HF checkpoint dir or hub id (default: embedded SmolLM2-135M-Instruct); the served model id with --backend openai")
-    g.add_argument("--benchmarks", default=S, help="comma-separated names (rlvr benchmarks), .jsonl/.parquet paths or hf:NAME[@split]")
+    g.add_argument(
+        "--model",
+        default=S,
+        help="HF checkpoint dir or hub id (default: embedded SmolLM2-135M-Instruct); the served model id with "
+        "--backend openai",
+    )
+    g.add_argument(
+        "--benchmarks",
+        default=S,
+        help="comma-separated names (rlvr benchmarks), .jsonl/.parquet paths or hf:NAME[@split]",
+    )
     g.add_argument("--shots", type=int, default=S, help="examples in the fewshot template (default 4)")
     g.add_argument("--n", type=int, default=S, help="samples per problem (default 1)")
     g.add_argument("--temperature", type=float, default=S, help="0 = greedy (default 0)")
     g.add_argument("--top-p", dest="top_p", type=float, default=S, help="nucleus sampling mass (default 1)")
-    g.add_argument("--max-tokens", dest="max_tokens", type=int, default=S, help="generation budget per sample (default 1024)")
-    g.add_argument("--seed", type=int, default=S, help="run seed; each sample's seed is derived from it, the problem and the sample index (default 0)")
+    g.add_argument(
+        "--max-tokens", dest="max_tokens", type=int, default=S, help="generation budget per sample (default 1024)"
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=S,
+        help="run seed; each sample's seed is derived from it, the problem and the sample index (default 0)",
+    )
     g.add_argument("--limit", type=int, default=S, help="evaluate the first N problems of each benchmark")
     g.add_argument("--pass-k", dest="pass_k", default=S, help="k values to report pass@k for (default: every k <= n)")
     b = p.add_argument_group("backend")
     b.add_argument("--backend", choices=["hf", "vllm", "openai"], default=S, help="generation backend (default hf)")
     b.add_argument("--dtype", default=S, help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
     b.add_argument("--device", default=S, help="hf backend: auto, cpu, cuda, cuda:1")
-    b.add_argument("--batch-size", dest="batch_size", type=int, default=S, help="hf backend: sequences per forward batch (default 16)")
-    b.add_argument("--max-model-len", dest="max_model_len", type=int, default=S, help="context length cap (prompt + completion)")
+    b.add_argument(
+        "--batch-size",
+        dest="batch_size",
+        type=int,
+        default=S,
+        help="hf backend: sequences per forward batch (default 16)",
+    )
+    b.add_argument(
+        "--max-model-len", dest="max_model_len", type=int, default=S, help="context length cap (prompt + completion)"
+    )
     b.add_argument("--base-url", dest="base_url", default=S, help="openai backend: e.g. http://localhost:8000/v1")
-    b.add_argument("--api-key-env", dest="api_key_env", default=S, help="openai backend: environment variable holding the key (default OPENAI_API_KEY)")
+    b.add_argument(
+        "--api-key-env",
+        dest="api_key_env",
+        default=S,
+        help="openai backend: environment variable holding the key (default OPENAI_API_KEY)",
+    )
     b.add_argument("--concurrency", type=int, default=S, help="openai backend: requests in flight (default 8)")
-    b.add_argument("--gpu-memory-utilization", dest="gpu_memory_utilization", type=float, default=S, help="vllm backend (default 0.85)")
+    b.add_argument(
+        "--gpu-memory-utilization",
+        dest="gpu_memory_utilization",
+        type=float,
+        default=S,
+        help="vllm backend (default 0.85)",
+    )
     v = p.add_argument_group("grading and data")
-    v.add_argument("--workers", type=int, default=S, help="grading worker processes per verifier (default min(4, CPUs))")
-    v.add_argument("--math-timeout", dest="math_timeout", type=float, default=S, help="hard deadline per math grade in seconds (default 1)")
-    v.add_argument("--code-limits", dest="code_limits", type=json.loads, default=S, help='JSON sandbox limits, e.g. \'{"time_s": 6, "memory_mb": 2048}\'')
-    v.add_argument("--fields", default=S, help="local/hub data: field mapping OURS=THEIRS, e.g. question=problem,answer=gold")
-    v.add_argument("--kind", choices=["math", "code"], default=S, help="local/hub data: verifier kind (default: code if rows have tests)")
-    v.add_argument("--policy", default=S, help="local/hub math data: verifier policy preset (math, gsm8k, minerva, olympiadbench, aime, arith)")
-    p.add_argument("--config", default=S, help="YAML file of settings (keys = flag names with underscores); flags override it")
+    v.add_argument(
+        "--workers", type=int, default=S, help="grading worker processes per verifier (default min(4, CPUs))"
+    )
+    v.add_argument(
+        "--math-timeout",
+        dest="math_timeout",
+        type=float,
+        default=S,
+        help="hard deadline per math grade in seconds (default 1)",
+    )
+    v.add_argument(
+        "--code-limits",
+        dest="code_limits",
+        type=json.loads,
+        default=S,
+        help='JSON sandbox limits, e.g. \'{"time_s": 6, "memory_mb": 2048}\'',
+    )
+    v.add_argument(
+        "--fields", default=S, help="local/hub data: field mapping OURS=THEIRS, e.g. question=problem,answer=gold"
+    )
+    v.add_argument(
+        "--kind",
+        choices=["math", "code"],
+        default=S,
+        help="local/hub data: verifier kind (default: code if rows have tests)",
+    )
+    v.add_argument(
+        "--policy",
+        default=S,
+        help="local/hub math data: verifier policy preset (math, gsm8k, minerva, olympiadbench, aime, arith)",
+    )
+    p.add_argument(
+        "--config", default=S, help="YAML file of settings (keys = flag names with underscores); flags override it"
+    )
     p.add_argument("--no-progress", dest="progress", action="store_false", default=S, help="hide the progress bar")
 
 
@@ -74,7 +137,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_protocol_flags(p)
-    p.add_argument("--template", default=S, help="qwen_math (default), r1, no_template, fewshot, chat, or a template file")
+    p.add_argument(
+        "--template", default=S, help="qwen_math (default), r1, no_template, fewshot, chat, or a template file"
+    )
     p.add_argument("--out", default=S, help="run directory (default: results/<model>-<template>-<benchmarks>-...)")
     p.set_defaults(func=run)
 

@@ -1,4 +1,5 @@
 """``rlvr grade``: grade a JSONL file of completions with the sandbox verifiers."""
+
 from __future__ import annotations
 
 import argparse
@@ -44,10 +45,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", required=True, help="input JSONL path, or - for standard input")
     p.add_argument("--output", required=True, help="output JSONL path, or - for standard output")
     p.add_argument("--workers", type=int, default=None, help="grading worker processes (default: min(4, CPUs))")
-    p.add_argument("--timeout", type=float, default=None, help="math: hard deadline per item (default 1 s); code: CPU seconds per test (default 4)")
-    p.add_argument("--policy", default="math", help="math grading policy preset (math, gsm8k, minerva, olympiadbench, aime, arith)")
-    p.add_argument("--partial", action="store_true", help="code: reward is the fraction of tests passed (all tests run)")
-    p.add_argument("--unsafe", action="store_true", help="code: run even where namespaces/chroot/uid switch are unavailable (NOT isolated)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="math: hard deadline per item (default 1 s); code: CPU seconds per test (default 4)",
+    )
+    p.add_argument(
+        "--policy", default="math", help="math grading policy preset (math, gsm8k, minerva, olympiadbench, aime, arith)"
+    )
+    p.add_argument(
+        "--partial", action="store_true", help="code: reward is the fraction of tests passed (all tests run)"
+    )
+    p.add_argument(
+        "--unsafe",
+        action="store_true",
+        help="code: run even where namespaces/chroot/uid switch are unavailable (NOT isolated)",
+    )
     p.add_argument("--summary-json", default=None, help="also write the summary as JSON to this path")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
@@ -121,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     try:
-        summary = grade_stream(read_rows(source), grade_chunk, validate, write, verifier, extra_fields, progress=progress)
+        summary = grade_stream(
+            read_rows(source), grade_chunk, validate, write, verifier, extra_fields, progress=progress
+        )
     finally:
         if progress is not None:
             progress.close()

@@ -1,4 +1,5 @@
 """``rlvr leaderboard``: tables and plots from every run directory under --results."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,12 +20,20 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("leaderboard", help="build Markdown/CSV/HTML leaderboards from run directories",
-                       description="Build leaderboards from every run summary under --results.", epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", default="results", help="directory searched (recursively) for run summaries (default results/)")
+    p = sub.add_parser(
+        "leaderboard",
+        help="build Markdown/CSV/HTML leaderboards from run directories",
+        description="Build leaderboards from every run summary under --results.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--results", default="results", help="directory searched (recursively) for run summaries (default results/)"
+    )
     p.add_argument("--out", default="leaderboards", help="output directory (default leaderboards/)")
-    p.add_argument("--mix", action="store_true", help="one table for all protocols, differing settings shown as columns")
+    p.add_argument(
+        "--mix", action="store_true", help="one table for all protocols, differing settings shown as columns"
+    )
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the plots (faster)")
     p.set_defaults(func=run)
 
@@ -33,5 +42,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.leaderboard.build import build_leaderboard
 
     info = build_leaderboard(args.results, args.out, args.mix, args.plots)
-    print(f"{info['runs']} runs -> {info['tables']} table(s), plots: {', '.join(info['plots']) or 'none'} -> {info['out']}/index.html, README.md, leaderboard.csv")
+    print(
+        f"{info['runs']} runs -> {info['tables']} table(s), plots: {', '.join(info['plots']) or 'none'} -> "
+        f"{info['out']}/index.html, README.md, leaderboard.csv"
+    )
     return 0

@@ -1,4 +1,5 @@
 """``rlvr regrade``: grade stored completions again (ours or Math-Verify) without generating."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run", help="a run directory written by `rlvr eval`")
     p.add_argument("--grader", choices=["ours", "math-verify"], default="ours", help="which grader (default ours)")
-    p.add_argument("--update", action="store_true", help="ours only: write the new verdicts into samples.jsonl and summary.json")
+    p.add_argument(
+        "--update", action="store_true", help="ours only: write the new verdicts into samples.jsonl and summary.json"
+    )
     p.add_argument("--workers", type=int, default=None, help="grading worker processes")
     p.set_defaults(func=run)
 

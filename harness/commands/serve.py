@@ -1,4 +1,5 @@
 """``rlvr serve``: the reward server (TRL/verl clients, OpenRLHF, SandboxFusion-compatible)."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,15 +35,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--token", default=None, help="bearer token clients must send (required off loopback)")
-    p.add_argument("--workers", type=int, default=None, help="grading worker processes per verifier (default: min(4, CPUs))")
+    p.add_argument(
+        "--workers", type=int, default=None, help="grading worker processes per verifier (default: min(4, CPUs))"
+    )
     p.add_argument("--request-timeout", type=float, default=300.0, help="deadline per request in seconds")
     p.add_argument("--math-timeout", type=float, default=1.0, help="deadline per math item in seconds")
     p.add_argument("--max-body-mb", type=float, default=64.0, help="largest accepted request body")
     p.add_argument("--max-queue-items", type=int, default=16384, help="items in flight before answering 429")
-    p.add_argument("--unsafe", action="store_true", help="run code even where the sandbox cannot isolate (NOT isolated)")
-    p.add_argument("--limit-cap", action="append", default=[], metavar="NAME=VALUE",
-                   help="the most a client may ask for one code limit, e.g. --limit-cap memory_mb=2048 (repeatable; defaults: "
-                        "time_s=60, memory_mb=4096, total_s=900, processes=256, ...); larger requests get 422")
+    p.add_argument(
+        "--unsafe", action="store_true", help="run code even where the sandbox cannot isolate (NOT isolated)"
+    )
+    p.add_argument(
+        "--limit-cap",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="the most a client may ask for one code limit, e.g. --limit-cap memory_mb=2048 (repeatable; defaults: "
+        "time_s=60, memory_mb=4096, total_s=900, processes=256, ...); larger requests get 422",
+    )
     p.set_defaults(func=run)
 
 
@@ -80,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
         config.validate()
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    print(f"rlvr serve: listening on http://{args.host}:{args.port} ({'token required' if args.token else 'no token'})", flush=True)
+    print(
+        f"rlvr serve: listening on http://{args.host}:{args.port} ({'token required' if args.token else 'no token'})",
+        flush=True,
+    )
     try:
         serve(config)
     except OSError as exc:

@@ -1,4 +1,5 @@
 """``rlvr leaderboard``: README.md, leaderboard.csv and index.html from a directory of runs."""
+
 from __future__ import annotations
 
 import csv
@@ -14,15 +15,48 @@ from harness.leaderboard.plots import all_plots
 from harness.leaderboard.tables import Table, build_tables, cell_text, collect_runs, describe_protocol, protocol_values
 from harness.report_format import markdown_table, percent
 
-CSV_FIELDS = ["table", "protocol_fingerprint", "rank", "model", "run", "benchmark", "mean_at_n", "ci95_lo", "ci95_hi", "pass_at_k", "k", "n_problems", "n_samples",
-              "truncation_rate", "no_answer_rate", "timeout_rate", "benchmark_fingerprint", "template", "n", "temperature", "max_tokens", "backend", "dtype", "math_verifier", "code_verifier", "run_path"]
+CSV_FIELDS = [
+    "table",
+    "protocol_fingerprint",
+    "rank",
+    "model",
+    "run",
+    "benchmark",
+    "mean_at_n",
+    "ci95_lo",
+    "ci95_hi",
+    "pass_at_k",
+    "k",
+    "n_problems",
+    "n_samples",
+    "truncation_rate",
+    "no_answer_rate",
+    "timeout_rate",
+    "benchmark_fingerprint",
+    "template",
+    "n",
+    "temperature",
+    "max_tokens",
+    "backend",
+    "dtype",
+    "math_verifier",
+    "code_verifier",
+    "run_path",
+]
 
 
 def markdown(tables: list[Table], link_prefix: str, generated: str, notes: list[str]) -> str:
-    lines = ["# Leaderboard", "", f"Generated {generated} by `rlvr leaderboard` from run summaries. Cells: mean@n in % with its 95% bootstrap CI "
-             "(problems and samples resampled), and pass@n where n > 1. One table per protocol fingerprint; numbers in different "
-             "tables were produced under different protocols and are not ranked together. Each model links to its run "
-             "(`summary.json`: fingerprint, versions, timings; `config.yaml`: the resolved settings). Plots: [index.html](index.html).", ""]
+    lines = [
+        "# Leaderboard",
+        "",
+        f"Generated {generated} by `rlvr leaderboard` from run summaries. Cells: mean@n in % with its 95% bootstrap CI "
+        "(problems and samples resampled), and pass@n where n > 1. One table per protocol fingerprint; numbers in "
+        "different "
+        "tables were produced under different protocols and are not ranked together. Each model links to its run "
+        "(`summary.json`: fingerprint, versions, timings; `config.yaml`: the resolved settings). Plots: "
+        "[index.html](index.html).",
+        "",
+    ]
     lines += [f"_{n}_" for n in notes]
     for table in tables:
         lines += ["", f"## Protocol `{table.key}`", "", describe_protocol(table.protocol), ""]
@@ -32,7 +66,15 @@ def markdown(tables: list[Table], link_prefix: str, generated: str, notes: list[
             values = protocol_values(row["summary"])
             model = f"[{row['model']}]({link_prefix}{row['link']}/summary.json)"
             average = percent(row["average"]) + ("" if row["complete"] else " (partial)")
-            rows.append([row["rank"], model, *[values.get(k) for k in table.differing], *[cell_text(row["cells"].get(label)) for label, _ in table.columns], average])
+            rows.append(
+                [
+                    row["rank"],
+                    model,
+                    *[values.get(k) for k in table.differing],
+                    *[cell_text(row["cells"].get(label)) for label, _ in table.columns],
+                    average,
+                ]
+            )
         lines.append(markdown_table(head, rows))
     return "\n".join(lines) + "\n"
 
@@ -50,16 +92,36 @@ def csv_text(tables: list[Table], link_prefix: str) -> str:
                     continue
                 ks = sorted(bench.get("pass_at_k") or {}, key=int)
                 ci = bench["mean_at_n"]["ci95"] or [None, None]
-                writer.writerow({
-                    "table": index, "protocol_fingerprint": row["summary"]["protocol_fingerprint"], "rank": row["rank"], "model": row["model"], "run": row["run"],
-                    "benchmark": label, "mean_at_n": bench["mean_at_n"]["value"], "ci95_lo": ci[0], "ci95_hi": ci[1],
-                    "pass_at_k": bench["pass_at_k"][ks[-1]]["value"] if ks else None, "k": ks[-1] if ks else None,
-                    "n_problems": bench["n_problems"], "n_samples": bench["n_samples"], "truncation_rate": bench["truncation_rate"],
-                    "no_answer_rate": bench["no_answer_rate"], "timeout_rate": bench["timeout_rate"], "benchmark_fingerprint": bench.get("fingerprint"),
-                    "template": values["template"], "n": values["n"], "temperature": values["temperature"], "max_tokens": values["max_tokens"],
-                    "backend": values["backend"], "dtype": values["dtype"], "math_verifier": values["math verifier"], "code_verifier": values["code verifier"],
-                    "run_path": f"{link_prefix}{row['link']}",
-                })
+                writer.writerow(
+                    {
+                        "table": index,
+                        "protocol_fingerprint": row["summary"]["protocol_fingerprint"],
+                        "rank": row["rank"],
+                        "model": row["model"],
+                        "run": row["run"],
+                        "benchmark": label,
+                        "mean_at_n": bench["mean_at_n"]["value"],
+                        "ci95_lo": ci[0],
+                        "ci95_hi": ci[1],
+                        "pass_at_k": bench["pass_at_k"][ks[-1]]["value"] if ks else None,
+                        "k": ks[-1] if ks else None,
+                        "n_problems": bench["n_problems"],
+                        "n_samples": bench["n_samples"],
+                        "truncation_rate": bench["truncation_rate"],
+                        "no_answer_rate": bench["no_answer_rate"],
+                        "timeout_rate": bench["timeout_rate"],
+                        "benchmark_fingerprint": bench.get("fingerprint"),
+                        "template": values["template"],
+                        "n": values["n"],
+                        "temperature": values["temperature"],
+                        "max_tokens": values["max_tokens"],
+                        "backend": values["backend"],
+                        "dtype": values["dtype"],
+                        "math_verifier": values["math verifier"],
+                        "code_verifier": values["code verifier"],
+                        "run_path": f"{link_prefix}{row['link']}",
+                    }
+                )
     return buf.getvalue()
 
 

@@ -1,5 +1,6 @@
 """``index.html``: one self-contained page (inline CSS, JS and SVG; no network) with a sortable
 table per protocol, each row linked to its run, and the standard plots."""
+
 from __future__ import annotations
 
 import html
@@ -13,7 +14,8 @@ STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem; color: #1f2328; max-width: 1400px; }
 h1 { margin-bottom: 0.2rem; } .note { color: #57606a; font-size: 0.9rem; }
 table.board { border-collapse: collapse; margin: 0.8rem 0 2rem; font-size: 0.9rem; }
-table.board th, table.board td { border: 1px solid #d0d7de; padding: 0.35rem 0.6rem; text-align: right; vertical-align: top; }
+table.board th, table.board td { border: 1px solid #d0d7de; padding: 0.35rem 0.6rem; text-align: right;
+  vertical-align: top; }
 table.board th { background: #f6f8fa; cursor: pointer; user-select: none; white-space: nowrap; }
 table.board th.sorted-asc::after { content: " \\25B2"; } table.board th.sorted-desc::after { content: " \\25BC"; }
 table.board td.text, table.board th.text { text-align: left; }
@@ -52,11 +54,19 @@ def _sort_value(bench: dict[str, Any] | None) -> str:
 
 def _run_details(row: dict[str, Any], link_prefix: str) -> str:
     s = row["summary"]
-    info = {"fingerprint": s["fingerprint"], "protocol_fingerprint": s["protocol_fingerprint"], "model": s["model"], "versions": s.get("versions"), "timings": s.get("timings")}
+    info = {
+        "fingerprint": s["fingerprint"],
+        "protocol_fingerprint": s["protocol_fingerprint"],
+        "model": s["model"],
+        "versions": s.get("versions"),
+        "timings": s.get("timings"),
+    }
     link = html.escape(f"{link_prefix}{row['link']}")
-    return (f'<details><summary>run {html.escape(row["run"])}</summary>'
-            f'<a href="{link}/summary.json">summary.json</a> · <a href="{link}/config.yaml">config.yaml</a>'
-            f'<pre>{html.escape(json.dumps(info, indent=1))}</pre></details>')
+    return (
+        f"<details><summary>run {html.escape(row['run'])}</summary>"
+        f'<a href="{link}/summary.json">summary.json</a> · <a href="{link}/config.yaml">config.yaml</a>'
+        f"<pre>{html.escape(json.dumps(info, indent=1))}</pre></details>"
+    )
 
 
 def table_html(table: Table, index: int, link_prefix: str) -> str:
@@ -66,10 +76,16 @@ def table_html(table: Table, index: int, link_prefix: str) -> str:
     head.append("<th>average</th>")
     body = []
     for row in table.rows:
-        cells = [f'<td class="text" data-sort="{row["rank"]}">{row["rank"]}</td>',
-                 f'<td class="text" data-sort="{html.escape(row["model"])}"><strong>{html.escape(row["model"])}</strong>{_run_details(row, link_prefix)}</td>']
+        cells = [
+            f'<td class="text" data-sort="{row["rank"]}">{row["rank"]}</td>',
+            f'<td class="text" data-sort="{html.escape(row["model"])}"><strong>{html.escape(row["model"])}</strong>'
+            f"{_run_details(row, link_prefix)}</td>",
+        ]
         flat = protocol_values(row["summary"])
-        cells += [f'<td class="text" data-sort="{html.escape(str(flat.get(k)))}">{html.escape(str(flat.get(k)))}</td>' for k in table.differing]
+        cells += [
+            f'<td class="text" data-sort="{html.escape(str(flat.get(k)))}">{html.escape(str(flat.get(k)))}</td>'
+            for k in table.differing
+        ]
         for label, _ in table.columns:
             bench = row["cells"].get(label)
             text = cell_text(bench)
@@ -80,23 +96,35 @@ def table_html(table: Table, index: int, link_prefix: str) -> str:
         css = "" if row["complete"] else ' class="incomplete" title="not every benchmark evaluated"'
         cells.append(f'<td data-sort="{"" if average is None else f"{average:.6f}"}"{css}>{percent(average)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'<h2 id="table-{index}">Protocol {html.escape(table.key)}</h2><p class="note">{html.escape(describe_protocol(table.protocol))}</p>'
-            f'<table class="board" id="board-{index}"><thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table>')
+    return (
+        f'<h2 id="table-{index}">Protocol {html.escape(table.key)}</h2><p '
+        f'class="note">{html.escape(describe_protocol(table.protocol))}</p>'
+        '<table class="board" '
+        f'id="board-{index}"><thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    )
 
 
-def render_page(tables: list[Table], plots: list[tuple[str, str, str]], generated: str, link_prefix: str, notes: list[str]) -> str:
+def render_page(
+    tables: list[Table], plots: list[tuple[str, str, str]], generated: str, link_prefix: str, notes: list[str]
+) -> str:
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>rlvr leaderboard</title>",
         f"<style>{STYLE}</style></head><body>",
         "<h1>rlvr leaderboard</h1>",
-        f"<p class='note'>Generated {html.escape(generated)} from run summaries. Cells: mean@n in % with the 95% bootstrap CI "
-        "(problems and samples resampled), pass@n where n &gt; 1. One table per protocol fingerprint: numbers in different tables "
-        "were produced under different templates, sampling, engines or verifiers and are not ranked together. Click a column to sort.</p>",
+        f"<p class='note'>Generated {html.escape(generated)} from run summaries. Cells: mean@n in % with the 95% "
+        "bootstrap CI "
+        "(problems and samples resampled), pass@n where n &gt; 1. One table per protocol fingerprint: numbers in "
+        "different tables "
+        "were produced under different templates, sampling, engines or verifiers and are not ranked together. Click a "
+        "column to sort.</p>",
     ]
     parts += [f"<p class='note'>{html.escape(n)}</p>" for n in notes]
     parts += [table_html(t, i, link_prefix) for i, t in enumerate(tables)]
     if plots:
         parts.append("<h2>Plots</h2>")
-        parts += [f'<figure id="plot-{pid}"><figcaption><strong>{html.escape(title)}</strong></figcaption>{svg}</figure>' for pid, title, svg in plots]
+        parts += [
+            f'<figure id="plot-{pid}"><figcaption><strong>{html.escape(title)}</strong></figcaption>{svg}</figure>'
+            for pid, title, svg in plots
+        ]
     parts.append(f"<script>{SCRIPT}</script></body></html>")
     return "\n".join(parts)

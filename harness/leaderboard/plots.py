@@ -1,6 +1,7 @@
 """The standard plots, drawn with matplotlib from run summaries alone and returned as inline SVG:
 pass@k vs k, accuracy by template, response-length histograms (correct vs incorrect),
 truncation and no-answer rates."""
+
 from __future__ import annotations
 
 import io
@@ -36,7 +37,9 @@ def _label(run: Run) -> str:
 
 def pass_at_k_plot(runs: list[Run]) -> str | None:
     """pass@k against k for every run with more than one sample per problem."""
-    series = [(r, name, b) for r in runs for name, b in r.summary["benchmarks"].items() if len(b.get("pass_at_k") or {}) > 1]
+    series = [
+        (r, name, b) for r in runs for name, b in r.summary["benchmarks"].items() if len(b.get("pass_at_k") or {}) > 1
+    ]
     if not series:
         return None
     plt = _pyplot()
@@ -68,7 +71,11 @@ def template_plot(runs: list[Run]) -> str | None:
     if not groups:
         return None
     plt = _pyplot()
-    panels = [(key, members, bench) for key, members in groups.items() for bench in dict.fromkeys(n for r in members for n in r.summary["benchmarks"])]
+    panels = [
+        (key, members, bench)
+        for key, members in groups.items()
+        for bench in dict.fromkeys(n for r in members for n in r.summary["benchmarks"])
+    ]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8), squeeze=False)
     for col, (key, members, bench) in enumerate(panels):
         ax = axes[0][col]
@@ -97,7 +104,14 @@ def length_plot(runs: list[Run]) -> str | None:
             hist = b["length_histogram"]
             centers = [(a + c) / 2 for a, c in zip(hist["edges"], hist["edges"][1:])]
             line = ax.step(centers, hist["correct"], where="mid", label=f"{_label(run)} correct")[0]
-            ax.step(centers, hist["incorrect"], where="mid", linestyle=":", color=line.get_color(), label=f"{_label(run)} incorrect")
+            ax.step(
+                centers,
+                hist["incorrect"],
+                where="mid",
+                linestyle=":",
+                color=line.get_color(),
+                label=f"{_label(run)} incorrect",
+            )
         ax.set(title=f"{bench}: response length (tokens)", xlabel="tokens", ylabel="responses")
         ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     return _svg(fig)
@@ -105,7 +119,11 @@ def length_plot(runs: list[Run]) -> str | None:
 
 def rates_plot(runs: list[Run]) -> str | None:
     """Truncation and no-answer rates per run and benchmark."""
-    bars = [(f"{_label(r)} · {name}", b["truncation_rate"] or 0, b["no_answer_rate"] or 0) for r in runs for name, b in r.summary["benchmarks"].items()]
+    bars = [
+        (f"{_label(r)} · {name}", b["truncation_rate"] or 0, b["no_answer_rate"] or 0)
+        for r in runs
+        for name, b in r.summary["benchmarks"].items()
+    ]
     if not bars:
         return None
     plt = _pyplot()

@@ -5,6 +5,7 @@ Two numbers share a table only if everything that changes scores except the mode
 per-benchmark fingerprint). ``mix=True`` puts every run in one table and shows the protocol
 fields that differ as columns instead.
 """
+
 from __future__ import annotations
 
 import json
@@ -117,11 +118,17 @@ def build_tables(runs: list[Run], root: Path, mix: bool = False) -> list[Table]:
     for key, members in groups.items():
         columns, label_of = _columns(members)
         protocols = [m.protocol for m in members]
-        differing = [name for k, name in PROTOCOL_COLUMNS.items() if len({json.dumps(p.get(k)) for p in protocols}) > 1] if mix else []
+        differing = (
+            [name for k, name in PROTOCOL_COLUMNS.items() if len({json.dumps(p.get(k)) for p in protocols}) > 1]
+            if mix
+            else []
+        )
         table = Table(key, protocols[0] if not mix else {}, columns, differing=differing)
         table.rows = [_row(m, label_of, root) for m in members]
         full = len(columns)
-        table.rows.sort(key=lambda r: (len(r["cells"]) < full, -(r["average"] if r["average"] is not None else -1), r["model"]))
+        table.rows.sort(
+            key=lambda r: (len(r["cells"]) < full, -(r["average"] if r["average"] is not None else -1), r["model"])
+        )
         for rank, row in enumerate(table.rows, 1):
             row["rank"] = rank
             row["complete"] = len(row["cells"]) == full
@@ -141,9 +148,17 @@ def describe_protocol(protocol: dict[str, Any]) -> str:
     if not protocol:
         return "runs under different protocols (differing settings shown as columns)"
     get = protocol.get
-    sampling = "greedy" if not get("sampling.temperature") else f"T={get('sampling.temperature')}, top_p={get('sampling.top_p')}"
-    return (f"template {get('template.name')}, n={get('sampling.n')}, {sampling}, max_tokens={get('sampling.max_tokens')}, seed={get('sampling.seed')}, "
-            f"{get('backend.backend')} {get('backend.dtype')} ({get('backend.version')}), {get('grading.math_verifier')}, {get('grading.code_verifier')}")
+    sampling = (
+        "greedy"
+        if not get("sampling.temperature")
+        else f"T={get('sampling.temperature')}, top_p={get('sampling.top_p')}"
+    )
+    return (
+        f"template {get('template.name')}, n={get('sampling.n')}, {sampling}, "
+        f"max_tokens={get('sampling.max_tokens')}, seed={get('sampling.seed')}, "
+        f"{get('backend.backend')} {get('backend.dtype')} ({get('backend.version')}), {get('grading.math_verifier')}, "
+        f"{get('grading.code_verifier')}"
+    )
 
 
 def cell_text(bench: dict[str, Any] | None) -> str:

@@ -8,6 +8,7 @@ the common case, need no read at all) and reads the file only to compare structu
 that its content still hashes to the name, so a client can make the judge read nothing but
 values this store holds.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -13,6 +13,7 @@ under its own, opens the files the supervisor needs before the sandbox's root is
 removes the cgroup when the sandbox is reaped. Where neither is usable, ``detect`` says why and
 the sandbox falls back to per-process rlimits (the verdict's detail says so).
 """
+
 from __future__ import annotations
 
 import os
@@ -58,7 +59,7 @@ def _own_paths() -> dict[str, str]:
 
 def _join(mount: str, root: str, path: str) -> str:
     if root != "/" and path.startswith(root):
-        path = path[len(root):]
+        path = path[len(root) :]
     return os.path.join(mount, path.lstrip("/"))
 
 
@@ -213,7 +214,9 @@ class Cgroups:
                 _write(memsw, str(memory_bytes))
             _write(os.path.join(pids, "pids.max"), str(processes))
             group = SandboxCgroup(1, dirs)
-            group.procs_fds = [os.open(os.path.join(d, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC) for d in (mem, pids, cpu)]
+            group.procs_fds = [
+                os.open(os.path.join(d, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC) for d in (mem, pids, cpu)
+            ]
             group.cpu_fd = os.open(os.path.join(cpu, "cpuacct.usage"), os.O_RDONLY | os.O_CLOEXEC)
             group.events_fd = os.open(os.path.join(mem, "memory.oom_control"), os.O_RDONLY | os.O_CLOEXEC)
             group.limit_fd = os.open(os.path.join(mem, "memory.limit_in_bytes"), os.O_RDWR | os.O_CLOEXEC)

@@ -7,6 +7,7 @@ are decoded and results encoded, so judging work is never charged to the program
 program cannot stretch it. ``BatchReader`` chains readers over one channel for a batch of
 calls; ``FrameReader`` collects one bounded ``sandbox.wire`` frame from the tester child.
 """
+
 from __future__ import annotations
 
 import struct
@@ -56,11 +57,16 @@ class Outcome:
 
     def header(self) -> dict[str, Any]:
         return {
-            "status": self.status, "error": self.error[:500], "stderr": self.stderr[-STDERR_TAIL:].decode("utf-8", "replace"),
-            "exit_code": self.exit_code, "signal": self.signal, "cpu_ms": round(self.cpu_ms, 3), "wall_ms": round(self.wall_ms, 3),
-            "max_rss_kb": self.max_rss_kb, "notes": self.notes,
+            "status": self.status,
+            "error": self.error[:500],
+            "stderr": self.stderr[-STDERR_TAIL:].decode("utf-8", "replace"),
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "cpu_ms": round(self.cpu_ms, 3),
+            "wall_ms": round(self.wall_ms, 3),
+            "max_rss_kb": self.max_rss_kb,
+            "notes": self.notes,
         }
-
 
 
 class Inbox:
@@ -82,14 +88,28 @@ class Inbox:
 
 
 #: Phase -> (the byte that ends it: L, S, R; the next phase; what a different byte means).
-_MARKERS = {"load": (76, "decode", "expected the program to load"), "decode": (83, "call", "expected the call to start"), "call": (82, "answer", "expected the call to return")}
+_MARKERS = {
+    "load": (76, "decode", "expected the program to load"),
+    "decode": (83, "call", "expected the call to start"),
+    "call": (82, "answer", "expected the call to return"),
+}
 
 
 class CallReader:
     """Parses the call child's untrusted channel (``S``, ``R``, then a chunked ``V`` value or an
     ``E``/``X`` message) and says, at each moment, which deadline and CPU budget apply."""
 
-    def __init__(self, sent_at: float, cpu_at: float, args_bytes: int, time_s: float, wall_s: float, cap: int, inbox: Inbox | None = None, loading: bool = False):
+    def __init__(
+        self,
+        sent_at: float,
+        cpu_at: float,
+        args_bytes: int,
+        time_s: float,
+        wall_s: float,
+        cap: int,
+        inbox: Inbox | None = None,
+        loading: bool = False,
+    ):
         self.inbox = inbox or Inbox()
         self.phase = "load" if loading else "decode"
         self.sent_at, self.time_s, self.wall_s, self.cap = sent_at, time_s, wall_s, cap
@@ -187,7 +207,13 @@ class BatchReader:
     channel broke protocol or a value was too large; ``outcomes``: one per answered call, the
     last one unfinished if the batch stopped on a failure."""
 
-    def __init__(self, sandbox_cpu: Callable[[], float], result_cap: int, calls: list[tuple[int, float, float]], loading: bool = False):
+    def __init__(
+        self,
+        sandbox_cpu: Callable[[], float],
+        result_cap: int,
+        calls: list[tuple[int, float, float]],
+        loading: bool = False,
+    ):
         self.sandbox_cpu, self.result_cap, self.calls = sandbox_cpu, result_cap, calls
         self.loading = loading
         self.outcomes: list[Outcome] = []
@@ -210,7 +236,9 @@ class BatchReader:
             self.reader = None
             return
         args_bytes, time_s, wall_s = self.calls[index]
-        self.reader = CallReader(now, self.cpu(), args_bytes, time_s, wall_s, self.result_cap, self.inbox, self.loading and index == 0)
+        self.reader = CallReader(
+            now, self.cpu(), args_bytes, time_s, wall_s, self.result_cap, self.inbox, self.loading and index == 0
+        )
         self.outcomes.append(Outcome())
 
     def feed(self, chunk: bytes, now: float, cpu: Callable[[], float]) -> bool:

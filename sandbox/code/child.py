@@ -15,6 +15,7 @@ zero length ends it), ``E`` + length + exception text, or ``X`` + length + why t
 not be encoded. Only the time between ``S`` and ``R`` is the program's; decoding arguments and
 encoding results is the judge's work and gets its own allowance, proportional to the bytes.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -55,7 +56,9 @@ ENTRY = "@entry"
 # ---------------------------------------------------------------------------------------------
 # Becoming the sandboxed process
 # ---------------------------------------------------------------------------------------------
-def enter_child(fds: dict[int, int], uid: int | None, limits: ResourceLimits, workdir: str, ready_fd: int, use_seccomp: bool) -> None:
+def enter_child(
+    fds: dict[int, int], uid: int | None, limits: ResourceLimits, workdir: str, ready_fd: int, use_seccomp: bool
+) -> None:
     """Own session, fds 0.. only, limits, unprivileged uid, filter; then tell the supervisor
     the sandbox holds (``ready``) and close that descriptor. (The child is already in the
     sandbox's cgroup: it inherits the supervisor's.)"""
@@ -88,9 +91,15 @@ def enter_child(fds: dict[int, int], uid: int | None, limits: ResourceLimits, wo
 def python_streams(isolated: bool = True) -> None:
     """Fresh standard streams over fds 0-2, no digit cap on ``int``/``str`` conversion, and an
     import path of the standard library plus the allowed packages (``/site``) only."""
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace")
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="replace")
-    sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="replace", line_buffering=True)
+    sys.stdin = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace"
+    )
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="replace"
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="replace", line_buffering=True
+    )
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
@@ -164,7 +173,7 @@ def _read_exact(fd: int, size: int) -> bytes:
 def _send(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def encode_call_request(name: str, args: bytes, flags: int = 0, handle: int = 0) -> bytes:

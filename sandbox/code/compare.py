@@ -26,6 +26,7 @@ because its oracle never records a pass); an object of a class the program defin
 nothing (EvalPlus accepts one whose ``__eq__`` always returns True); subclasses of built-in
 types compare by their built-in value.
 """
+
 from __future__ import annotations
 
 import base64
@@ -115,7 +116,9 @@ def _non_integer_number(token: str) -> bool:
     return value.is_finite()
 
 
-def _lines_close(got: list[Decimal] | None, want: list[Decimal] | None, want_tokens: list[str], atol: float, rtol: float) -> bool:
+def _lines_close(
+    got: list[Decimal] | None, want: list[Decimal] | None, want_tokens: list[str], atol: float, rtol: float
+) -> bool:
     if got is None or want is None or len(got) != len(want):
         return False
     for g, w, text in zip(got, want, want_tokens):
@@ -260,7 +263,11 @@ class ResultJudge:
         group = test.get("group")
         atol = self.group_atol.get(group, self.comparison.atol)
         if atol == 0:
-            floats = test["floats"] if "floats" in test else shallow_is_floats(want_blob if want_blob is not None else blobs.load(test["expected_digest"]))
+            floats = (
+                test["floats"]
+                if "floats" in test
+                else shallow_is_floats(want_blob if want_blob is not None else blobs.load(test["expected_digest"]))
+            )
             if floats is None:
                 floats = is_floats(decode(want_blob, None) if want is None else want)
             if floats:
@@ -289,7 +296,9 @@ class ResultJudge:
         elif oracle == "sum_div":
             exact_match = exact_match or out == 0
         elif oracle == "surface_area":
-            exact_match = exact_match or abs(out - _surface_area(*self._args(test))) <= self.group_atol.get(test.get("group"), self.comparison.atol)
+            exact_match = exact_match or abs(out - _surface_area(*self._args(test))) <= self.group_atol.get(
+                test.get("group"), self.comparison.atol
+            )
         elif oracle == "digit_distance":
             exact_match = exact_match or out == _digit_distance(*self._args(test))
         elif oracle in ("set", "not_none"):
@@ -317,7 +326,11 @@ def _short(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
         return f"<int of {value.bit_length()} bits>"
     try:
-        text = repr(value) if not isinstance(value, (list, tuple, dict, set)) or len(value) < 64 else f"<{type(value).__name__} of {len(value)}>"
+        text = (
+            repr(value)
+            if not isinstance(value, (list, tuple, dict, set)) or len(value) < 64
+            else f"<{type(value).__name__} of {len(value)}>"
+        )
     except Exception:
         text = f"<{type(value).__name__}>"
     return text[:80]
@@ -330,7 +343,13 @@ def describe_value(blob: bytes) -> dict[str, Any]:
     floats = shallow_is_floats(blob)
     if floats is None:
         floats = is_floats(decode(blob, None))
-    out = {"digest": blobs.digest(blob), "size": len(blob), "plain": plain_encoded(blob), "floats": bool(floats), "result": None}
+    out = {
+        "digest": blobs.digest(blob),
+        "size": len(blob),
+        "plain": plain_encoded(blob),
+        "floats": bool(floats),
+        "result": None,
+    }
     if len(blob) > blobs.INLINE_MAX:
         blobs.store(blob)
     else:

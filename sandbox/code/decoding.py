@@ -7,6 +7,7 @@ otherwise make construction quadratic), and any inconsistency raises ``Malformed
 ``plain_encoded`` and ``shallow_is_floats`` answer questions about a value from its bytes
 without building it (reference outputs can hold millions of elements).
 """
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """Find the program in a completion: the last fenced code block, else the whole completion."""
+
 from __future__ import annotations
 
 import ast
@@ -53,7 +54,15 @@ def extract_program(completion: str, language: Language) -> str | None:
             tree = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
-        return text if tree.body and not all(isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant) for node in tree.body) else None
+        return (
+            text
+            if tree.body
+            and not all(
+                isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
+                for node in tree.body
+            )
+            else None
+        )
     if language.markers and all(marker in text for marker in language.markers):
         return text
     return None

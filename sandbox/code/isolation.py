@@ -6,6 +6,7 @@ file system built from read-only bind mounts of what programs need (``/usr``, th
 installation) plus a private tmpfs scratch directory, and runs as a dedicated unprivileged uid
 with ``no_new_privs``. Python 3.11 has no ``os.unshare``, so the syscalls go through ctypes.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -75,7 +76,10 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 
 
 def prctl(option: int, arg: int) -> None:
-    _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl")
+    _check(
+        _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)),
+        "prctl",
+    )
 
 
 def bind_readonly(source: str, target: str) -> None:
@@ -138,7 +142,13 @@ def default_layout() -> RootLayout:
 
 
 def _tmpfs(target: str, size_kb: int, inodes: int, mode: str, flags: int = 0) -> None:
-    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | flags, f"size={max(size_kb, 4)}k,nr_inodes={inodes},mode={mode}")
+    mount(
+        "tmpfs",
+        target,
+        "tmpfs",
+        MS_NOSUID | MS_NODEV | flags,
+        f"size={max(size_kb, 4)}k,nr_inodes={inodes},mode={mode}",
+    )
 
 
 def build_root(layout: RootLayout, scratch_mb: int, scratch_files: int, program_kb: int) -> None:

@@ -13,6 +13,7 @@ a raised exception, ``wrong_answer`` from a comparison, including any value the 
 read or compare. ``sandbox_error`` is reserved for faults the program could not cause: no
 isolation, a sandbox that could not start, a supervisor that stopped answering.
 """
+
 from __future__ import annotations
 
 import base64
@@ -36,7 +37,16 @@ from sandbox.code.tester import proxied_names
 from sandbox.code.zygote import start_zygote
 from sandbox.wire import WorkerCrashed, WorkerTimeout, read_frame, recv_json, send_json, write_frame
 
-REASONS = {"re": "runtime_error", "raised": "runtime_error", "tle": "time_limit", "mle": "memory_limit", "ole": "output_limit", "bad_value": "wrong_answer", "no_answer": "wrong_answer", "sandbox": "sandbox_error"}
+REASONS = {
+    "re": "runtime_error",
+    "raised": "runtime_error",
+    "tle": "time_limit",
+    "mle": "memory_limit",
+    "ole": "output_limit",
+    "bad_value": "wrong_answer",
+    "no_answer": "wrong_answer",
+    "sandbox": "sandbox_error",
+}
 #: Seconds the judge waits beyond an operation's own limits before it calls the sandbox dead.
 MARGIN_S = 10.0
 #: How long a verdict waits for the zygote to reap the sandbox and empty its cgroup. The zygote may be
@@ -152,7 +162,11 @@ def outcome_reason(outcome: dict[str, Any], limits: Limits, time_s: float | None
         return REASONS[status], (outcome.get("error") or "")[:200]
     if status == "sandbox":
         return "sandbox_error", outcome.get("error") or "sandbox fault"
-    tail = (outcome.get("stderr") or "").strip().splitlines()[-1:] or [f"exit status {outcome.get('exit_code')}" if outcome.get("signal") is None else f"killed by signal {outcome['signal']}"]
+    tail = (outcome.get("stderr") or "").strip().splitlines()[-1:] or [
+        f"exit status {outcome.get('exit_code')}"
+        if outcome.get("signal") is None
+        else f"killed by signal {outcome['signal']}"
+    ]
     return "runtime_error", tail[0][:200]
 
 
@@ -186,7 +200,13 @@ class Submission:
             self.program_s = time.monotonic() - started
             if compiled.get("status") != "ok":
                 reason = "time_limit" if compiled.get("status") == "tle" else "compile_error"
-                return {**reply, "reason": reason, "detail": "compiler: " + (compiled.get("stderr") or "").strip()[-500:], "compile": compiled, "results": []}
+                return {
+                    **reply,
+                    "reason": reason,
+                    "detail": "compiler: " + (compiled.get("stderr") or "").strip()[-500:],
+                    "compile": compiled,
+                    "results": [],
+                }
             index = 0
             while index < len(self.tests):
                 if self.slice_s is not None and time.monotonic() - started >= self.slice_s:
@@ -195,7 +215,10 @@ class Submission:
                         break
                     self.send_ahead = False  # take the batch in flight, then hand the rest back
                 if self.program_s >= self.limits.total_s:
-                    reply.update(reason=reply.get("reason") or "time_limit", detail=reply.get("detail") or f"submission exceeded {self.limits.total_s:g}s")
+                    reply.update(
+                        reason=reply.get("reason") or "time_limit",
+                        detail=reply.get("detail") or f"submission exceeded {self.limits.total_s:g}s",
+                    )
                     reply["first_failure"] = index if reply["first_failure"] is None else reply["first_failure"]
                     break
                 if self.tests[index]["kind"] == "call":
@@ -214,7 +237,11 @@ class Submission:
                         reply["passed"] += 1
                         continue
                     if reply["first_failure"] is None:
-                        reply.update(first_failure=index - 1, reason=reason, detail=f"test {index - 1}: {detail}" if detail else f"test {index - 1}")
+                        reply.update(
+                            first_failure=index - 1,
+                            reason=reason,
+                            detail=f"test {index - 1}: {detail}" if detail else f"test {index - 1}",
+                        )
                     if self.request.get("stop_on_fail", True):
                         stop = True
                         break
@@ -227,7 +254,12 @@ class Submission:
                 if box is not None:
                     box.close()
         if collect:
-            return {"results": results, "reason": reply.get("reason", "ok"), "detail": reply.get("detail", ""), "yielded": reply.get("yielded")}
+            return {
+                "results": results,
+                "reason": reply.get("reason", "ok"),
+                "detail": reply.get("detail", ""),
+                "yielded": reply.get("yielded"),
+            }
         reply.setdefault("reason", "ok")
         notes = self.isolation_notes()
         if notes and reply["reason"] != "ok":
@@ -246,13 +278,19 @@ class Submission:
     def run_test(self, test: dict[str, Any]) -> tuple[bool, str, str, dict[str, Any]]:
         kind, time_s = test["kind"], test.get("time_s")
         if kind == "stdin":
-            outcome, stdout = self.program.op({"op": "stdin", "time_s": time_s}, test["input"].encode("utf-8", "surrogateescape"), _wall(self.limits, time_s) + MARGIN_S)
+            outcome, stdout = self.program.op(
+                {"op": "stdin", "time_s": time_s},
+                test["input"].encode("utf-8", "surrogateescape"),
+                _wall(self.limits, time_s) + MARGIN_S,
+            )
             self.program_s += outcome["wall_ms"] / 1000
             text = stdout.decode("utf-8", "replace")
             raw = {**outcome, "stdout": text}
             if outcome["status"] != "ok":
                 return (False, *outcome_reason(outcome, self.limits, time_s), raw)
-            ok, why = stdout_matches(text, test["output"], test.get("atol", self.comparison.atol), test.get("rtol", self.comparison.rtol))
+            ok, why = stdout_matches(
+                text, test["output"], test.get("atol", self.comparison.atol), test.get("rtol", self.comparison.rtol)
+            )
             return ok, "ok" if ok else "wrong_answer", why, raw
         return self.run_assert(test)
 
@@ -289,7 +327,9 @@ class Submission:
             self._send_calls(following)
         return self.judge_calls(self.tests[start:following], args, outcomes)
 
-    def judge_calls(self, tests: list[dict[str, Any]], args: list[bytes], outcomes: list[tuple[dict[str, Any], bytes]]) -> list[tuple[bool, str, str, dict[str, Any]]]:
+    def judge_calls(
+        self, tests: list[dict[str, Any]], args: list[bytes], outcomes: list[tuple[dict[str, Any], bytes]]
+    ) -> list[tuple[bool, str, str, dict[str, Any]]]:
         """Verdicts of a batch of call tests; they stop at the first call that ended the
         program's process (``skipped``)."""
         verdicts = []
@@ -298,7 +338,13 @@ class Submission:
             if outcome["status"] == "skipped":
                 verdicts.append((False, "skipped", "", {}))
                 break
-            raw = {**outcome, **describe_value(blob)} if collect and outcome["status"] == "ok" else dict(outcome) if collect else {}
+            raw = (
+                {**outcome, **describe_value(blob)}
+                if collect and outcome["status"] == "ok"
+                else dict(outcome)
+                if collect
+                else {}
+            )
             if outcome["status"] != "ok":
                 verdicts.append((False, *outcome_reason(outcome, self.limits, test.get("time_s")), raw))
             elif test.get("expected") is None and not test.get("expected_digest"):
@@ -365,8 +411,13 @@ class Submission:
                 failure = failure or ("time_limit", f"the calls of this test exceeded {budget:g}s CPU")
                 self.tester.send({"status": "failed", "reason": failure[0]})
                 continue
-            call = {"name": str(request.get("name", "")), "handle": int(request.get("handle", 0)), "flags": int(request.get("flags", 0)), "time_s": remaining}
-            (outcome, result), = self.calls([call], [args])
+            call = {
+                "name": str(request.get("name", "")),
+                "handle": int(request.get("handle", 0)),
+                "flags": int(request.get("flags", 0)),
+                "time_s": remaining,
+            }
+            ((outcome, result),) = self.calls([call], [args])
             used += outcome.get("cpu_ms", 0.0) / 1000
             if outcome["status"] == "ok":
                 self.tester.send({"status": "value"}, result)
@@ -431,7 +482,11 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     """Grade one submission (or, with ``collect``, just run it and return its results)."""
     isolated, why = ISOLATION
     if not isolated and not request.get("unsafe"):
-        return {"reason": "sandbox_error", "detail": f"isolation unavailable: {why}; pass unsafe=True (--unsafe) to run without it", "passed": 0}
+        return {
+            "reason": "sandbox_error",
+            "detail": f"isolation unavailable: {why}; pass unsafe=True (--unsafe) to run without it",
+            "passed": 0,
+        }
     try:
         tests = _tests_of(request)
     except ValueError as exc:

@@ -2,10 +2,12 @@
 
 Adding a language is adding an entry. In commands, ``{src}`` is the source in the read-only
 program directory, ``{out}`` where the compiler writes the binary (the scratch directory; the
-supervisor then moves it into the sealed program directory) and ``{bin}`` that binary. ``warm`` marks the language that runs inside a fork of the
-already-started interpreter of the sandbox (Python), which is what makes short tests cheap;
+supervisor then moves it into the sealed program directory) and ``{bin}`` that binary.
+``warm`` marks the language that runs inside a fork of the already-started interpreter of the
+sandbox (Python), which is what makes short tests cheap;
 every other language is compiled once per submission and executed per test.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """Resource limits for one submission, with the defaults a code reward needs."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
@@ -7,9 +8,20 @@ from typing import Any
 #: Largest value each limit may take at all (a typo such as ``memory_mb=100000`` is refused, not
 #: run); servers apply their own, lower caps on what clients send (``cap``).
 MAXIMA: dict[str, float] = {
-    "time_s": 3600.0, "wall_factor": 10.0, "wall_grace_s": 60.0, "total_s": 7200.0, "memory_mb": 65536,
-    "output_kb": 1 << 20, "processes": 4096, "open_files": 65536, "file_kb": 1 << 22, "scratch_mb": 16384,
-    "scratch_files": 1 << 20, "result_mb": 1024, "compile_time_s": 600.0, "compile_memory_mb": 65536,
+    "time_s": 3600.0,
+    "wall_factor": 10.0,
+    "wall_grace_s": 60.0,
+    "total_s": 7200.0,
+    "memory_mb": 65536,
+    "output_kb": 1 << 20,
+    "processes": 4096,
+    "open_files": 65536,
+    "file_kb": 1 << 22,
+    "scratch_mb": 16384,
+    "scratch_files": 1 << 20,
+    "result_mb": 1024,
+    "compile_time_s": 600.0,
+    "compile_memory_mb": 65536,
 }
 
 
@@ -55,7 +67,18 @@ class Limits:
                 raise ValueError(f"limit {f.name} must be a number, got {value!r}")
             if value > MAXIMA[f.name]:
                 raise ValueError(f"limit {f.name}={value!r} exceeds the maximum {MAXIMA[f.name]:g}")
-        positive = ("time_s", "total_s", "output_kb", "processes", "open_files", "file_kb", "scratch_mb", "scratch_files", "result_mb", "compile_time_s")
+        positive = (
+            "time_s",
+            "total_s",
+            "output_kb",
+            "processes",
+            "open_files",
+            "file_kb",
+            "scratch_mb",
+            "scratch_files",
+            "result_mb",
+            "compile_time_s",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"limit {name} must be positive, got {getattr(self, name)!r}")
@@ -65,11 +88,17 @@ class Limits:
             raise ValueError("memory_mb and compile_memory_mb must be at least 16")
         if self.open_files < 16:
             raise ValueError("open_files must be at least 16 (the interpreter needs a few)")
-        for name, value, which in (("open_files", self.open_files, "RLIMIT_NOFILE"), ("processes", self.processes, "RLIMIT_NPROC"), ("file_kb", self.file_kb * 1024, "RLIMIT_FSIZE")):
+        for name, value, which in (
+            ("open_files", self.open_files, "RLIMIT_NOFILE"),
+            ("processes", self.processes, "RLIMIT_NPROC"),
+            ("file_kb", self.file_kb * 1024, "RLIMIT_FSIZE"),
+        ):
             hard = _hard_limit(which)
             if hard is not None and value > hard:
                 shown = hard // 1024 if name == "file_kb" else hard
-                raise ValueError(f"limit {name}={getattr(self, name)} exceeds this machine's hard limit ({which} {shown}); lower it")
+                raise ValueError(
+                    f"limit {name}={getattr(self, name)} exceeds this machine's hard limit ({which} {shown}); lower it"
+                )
 
     @property
     def wall_s(self) -> float:

@@ -6,6 +6,7 @@ inputs, the entry point and the verifier version. With each result comes the ref
 time per call as the supervisor observed it (start to return of the call, warm, arguments
 already decoded): the quantity EvalPlus's time rule multiplies.
 """
+
 from __future__ import annotations
 
 import base64
@@ -72,10 +73,18 @@ class Expected:
         return base64.b64decode(self.encoded) if self.encoded is not None else blobs.load(self.digest)
 
 
-def expected_outputs(reference: str, inputs: list[list[Any]], fn_name: str, grader: CodeGrader | None = None, limits: dict[str, Any] | None = None) -> tuple[list[str], list[Expected]]:
+def expected_outputs(
+    reference: str,
+    inputs: list[list[Any]],
+    fn_name: str,
+    grader: CodeGrader | None = None,
+    limits: dict[str, Any] | None = None,
+) -> tuple[list[str], list[Expected]]:
     """Run ``reference`` on every argument list in ``inputs``: (the inputs encoded as calls,
     the results in input order). Both are cached on disk, so a warm run encodes nothing."""
-    key = hashlib.sha256(CODE_VERIFIER.encode() + reference.encode() + fn_name.encode() + pickle.dumps(inputs, protocol=4)).hexdigest()
+    key = hashlib.sha256(
+        CODE_VERIFIER.encode() + reference.encode() + fn_name.encode() + pickle.dumps(inputs, protocol=4)
+    ).hexdigest()
     path = cache_dir() / key[:2] / f"{key}.json"
     if path.exists():
         try:
@@ -97,28 +106,52 @@ def expected_outputs(reference: str, inputs: list[list[Any]], fn_name: str, grad
     results = []
     for index, outcome in enumerate(outcomes):
         if outcome["status"] != "ok" or "digest" not in outcome:
-            raise ReferenceFailed(f"reference failed on input {index}: {outcome['status']} {(outcome.get('error') or outcome.get('stderr') or '')[-200:]}")
+            raise ReferenceFailed(
+                f"reference failed on input {index}: {outcome['status']} "
+                f"{(outcome.get('error') or outcome.get('stderr') or '')[-200:]}"
+            )
         results.append(Expected.from_facts(outcome, float(outcome.get("wall_ms") or 0.0)))
     if len(results) != len(inputs):
         raise ReferenceFailed(f"reference answered {len(results)} of {len(inputs)} inputs")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"inputs": encoded_inputs, "expected": [[r.encoded, r.digest, r.size, r.wall_ms, r.plain, r.floats] for r in results]}))
+    tmp.write_text(
+        json.dumps(
+            {
+                "inputs": encoded_inputs,
+                "expected": [[r.encoded, r.digest, r.size, r.wall_ms, r.plain, r.floats] for r in results],
+            }
+        )
+    )
     tmp.replace(path)
     return encoded_inputs, results
 
 
-def evalplus_time_s(wall_ms: float, factor: float = EVALPLUS_TIME_FACTOR, floor_s: float = EVALPLUS_MIN_TIME_S) -> float:
+def evalplus_time_s(
+    wall_ms: float, factor: float = EVALPLUS_TIME_FACTOR, floor_s: float = EVALPLUS_MIN_TIME_S
+) -> float:
     return max(floor_s, factor * wall_ms / 1000)
 
 
-def differential_tests(inputs: list[str], expected: list[Expected], groups: list[str] | None = None, factor: float = EVALPLUS_TIME_FACTOR, floor_s: float = EVALPLUS_MIN_TIME_S) -> list[dict[str, Any]]:
+def differential_tests(
+    inputs: list[str],
+    expected: list[Expected],
+    groups: list[str] | None = None,
+    factor: float = EVALPLUS_TIME_FACTOR,
+    floor_s: float = EVALPLUS_MIN_TIME_S,
+) -> list[dict[str, Any]]:
     """Functional tests from reference results, with EvalPlus's time rule: each input may take
     ``max(floor_s, factor * reference wall time)``, as CPU time of the call (so a busy machine
     does not turn a correct solution into a time-out)."""
     groups = groups or ["all"] * len(inputs)
     return [
-        {"args_encoded": args, **e.row(), "testtype": "functional", "group": group, "time_s": evalplus_time_s(e.wall_ms, factor, floor_s)}
+        {
+            "args_encoded": args,
+            **e.row(),
+            "testtype": "functional",
+            "group": group,
+            "time_s": evalplus_time_s(e.wall_ms, factor, floor_s),
+        }
         for args, e, group in zip(inputs, expected, groups)
     ]
 

@@ -10,6 +10,7 @@ them and gives the next test an empty ``/tmp``. Every verdict reason it reports 
 it observed: its own clock, the kernel's usage and out-of-memory counters, the exit status. It
 never sees expected outputs; it reports raw outputs to the judge outside.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -57,7 +58,16 @@ class Child:
 class Supervisor:
     """Runs one submission's tests inside the sandbox (PID 1 when isolated)."""
 
-    def __init__(self, language: Language, limits: Limits, uid: int | None, isolated: bool, workdir: str, cgroup: Any, use_seccomp: bool):
+    def __init__(
+        self,
+        language: Language,
+        limits: Limits,
+        uid: int | None,
+        isolated: bool,
+        workdir: str,
+        cgroup: Any,
+        use_seccomp: bool,
+    ):
         self.language, self.limits, self.uid, self.isolated = language, limits, uid, isolated
         self.cgroup, self.use_seccomp = cgroup, use_seccomp
         self.prog_dir = PROGRAM_DIR if isolated else os.path.join(workdir, "prog")
@@ -69,13 +79,21 @@ class Supervisor:
         lim = self.limits
         memory = None if self.cgroup is not None else lim.memory_mb << 20
         if step == "compile":
-            return ResourceLimits(lim.compile_time_s, None if self.cgroup is not None else lim.compile_memory_mb << 20, max(lim.processes, 16), max(lim.open_files, 64), lim.file_kb << 10)
+            return ResourceLimits(
+                lim.compile_time_s,
+                None if self.cgroup is not None else lim.compile_memory_mb << 20,
+                max(lim.processes, 16),
+                max(lim.open_files, 64),
+                lim.file_kb << 10,
+            )
         # A call or tester child lives for many calls: the CPU rlimit is the submission's
         # budget (a backstop); each call is held to its own budget by the supervisor.
         cpu = lim.total_s if step in ("calls", "tester") else (time_s or lim.time_s)
         return ResourceLimits(cpu, memory, lim.processes, lim.open_files, lim.file_kb << 10)
 
-    def spawn(self, target: Callable[[], None], step: str = "test", time_s: float | None = None, channels: bool = False) -> Child:
+    def spawn(
+        self, target: Callable[[], None], step: str = "test", time_s: float | None = None, channels: bool = False
+    ) -> Child:
         pipes = {name: os.pipe() for name in ("stdin", "stdout", "stderr")}
         extra = [os.pipe(), os.pipe()] if channels else []
         for r, _ in [pipes["stdout"], *extra]:
@@ -105,10 +123,18 @@ class Supervisor:
         if channels:
             os.close(extra[0][0])
             os.close(extra[1][1])
-        child = Child(pid, os.pidfd_open(pid), time.monotonic(), {
-            "stdin": pipes["stdin"][1], "stdout": pipes["stdout"][0], "stderr": pipes["stderr"][0],
-            "to_child": extra[0][1] if channels else None, "from_child": extra[1][0] if channels else None,
-        })
+        child = Child(
+            pid,
+            os.pidfd_open(pid),
+            time.monotonic(),
+            {
+                "stdin": pipes["stdin"][1],
+                "stdout": pipes["stdout"][0],
+                "stderr": pipes["stderr"][0],
+                "to_child": extra[0][1] if channels else None,
+                "from_child": extra[1][0] if channels else None,
+            },
+        )
         for key in ("stdin", "to_child"):
             if child.fds[key] is not None:
                 os.set_blocking(child.fds[key], False)
@@ -184,7 +210,18 @@ class Supervisor:
         child.max_rss_kb = usage.ru_maxrss
         return True
 
-    def pump(self, child: Child, outcome: Outcome, deadline: Callable[[], float], cpu_limit: Callable[[], float | None], feed: Feed | None = None, feed_key: str = "stdin", reader: Any = None, coalesce_s: float = 0.0, patience: Callable[[], float] = lambda: 0.0) -> bool:
+    def pump(
+        self,
+        child: Child,
+        outcome: Outcome,
+        deadline: Callable[[], float],
+        cpu_limit: Callable[[], float | None],
+        feed: Feed | None = None,
+        feed_key: str = "stdin",
+        reader: Any = None,
+        coalesce_s: float = 0.0,
+        patience: Callable[[], float] = lambda: 0.0,
+    ) -> bool:
         """Move bytes until the child exits or ``reader`` has a complete message, enforcing the
         output caps, the wall clock and the CPU budget. Never blocks on the child. Returns True
         when the reader is satisfied. ``coalesce_s``: wake at most this often, so answers to
@@ -210,7 +247,13 @@ class Supervisor:
                 if now >= deadline():
                     # A program that is runnable (starved by a busy machine, not sleeping) and
                     # still within its CPU budget gets more wall time, up to ``patience``.
-                    if exited_at is None and limit is not None and now < deadline() + patience() and _runnable(child.pid) and self.cpu_s(child) < limit:
+                    if (
+                        exited_at is None
+                        and limit is not None
+                        and now < deadline() + patience()
+                        and _runnable(child.pid)
+                        and self.cpu_s(child) < limit
+                    ):
                         if "machine busy: wall clock extended" not in outcome.notes:
                             outcome.notes.append("machine busy: wall clock extended")
                     else:
@@ -230,14 +273,18 @@ class Supervisor:
                 if exited_at is not None and (not reads or now - exited_at > 0.05):
                     break
                 watch = reads + ([child.pidfd] if exited_at is None else [])
-                timeout = min(max(deadline() - now, 0), 0.02 if limit is not None else 0.25, 0.01 if exited_at is not None else 1.0)
+                timeout = min(
+                    max(deadline() - now, 0),
+                    0.02 if limit is not None else 0.25,
+                    0.01 if exited_at is not None else 1.0,
+                )
                 try:
                     r_ready, w_ready, _ = select.select(watch, writes, [], timeout)
                 except InterruptedError:
                     continue
                 for fd in w_ready:
                     try:
-                        feed.data = feed.data[os.write(fd, feed.data[: 1 << 16]):]
+                        feed.data = feed.data[os.write(fd, feed.data[: 1 << 16]) :]
                     except BlockingIOError:
                         continue
                     except OSError:
@@ -273,7 +320,9 @@ class Supervisor:
                             outcome.status = "ole"
                             outcome.notes.append("stderr limit")
                             return False
-                    elif reader is not None and reader.feed(chunk, time.monotonic(), getattr(reader, "cpu", None) or (lambda: self.cpu_s(child))):
+                    elif reader is not None and reader.feed(
+                        chunk, time.monotonic(), getattr(reader, "cpu", None) or (lambda: self.cpu_s(child))
+                    ):
                         satisfied = True
                 if satisfied:
                     return True
@@ -304,7 +353,11 @@ class Supervisor:
             outcome.notes.append("cpu time limit")
         elif self.cgroup is not None and self.cgroup.oom_kills() > oom_before:
             outcome.status = "mle"
-        elif self.cgroup is None and outcome.signal is not None and outcome.max_rss_kb >= 0.9 * self.limits.memory_mb * 1024:
+        elif (
+            self.cgroup is None
+            and outcome.signal is not None
+            and outcome.max_rss_kb >= 0.9 * self.limits.memory_mb * 1024
+        ):
             outcome.status = "mle"
         elif outcome.signal is not None or (outcome.exit_code or 0) != 0:
             outcome.status = "re"
@@ -324,14 +377,29 @@ class Supervisor:
             shutil.rmtree(self.scratch, ignore_errors=True)
             os.makedirs(self.scratch, mode=0o777)
 
-    def run_process(self, target: Callable[[], None], step: str, time_s: float, wall_s: float, stdin: bytes = b"", reset: bool = True) -> Outcome:
+    def run_process(
+        self,
+        target: Callable[[], None],
+        step: str,
+        time_s: float,
+        wall_s: float,
+        stdin: bytes = b"",
+        reset: bool = True,
+    ) -> Outcome:
         """One process from start to exit: a stdin test or the compiler."""
         outcome = Outcome()
         cpu_before, oom_before = self._counters()
         child = self.spawn(target, step=step, time_s=time_s)
         if self.cgroup is None:
             cpu_before = 0.0
-        self.pump(child, outcome, lambda: child.start + wall_s, lambda: cpu_before + time_s, Feed(stdin), patience=lambda: BUSY_PATIENCE * wall_s)
+        self.pump(
+            child,
+            outcome,
+            lambda: child.start + wall_s,
+            lambda: cpu_before + time_s,
+            Feed(stdin),
+            patience=lambda: BUSY_PATIENCE * wall_s,
+        )
         self.classify(child, outcome, time_s, cpu_before, oom_before)
         self.close_child(child)
         self.kill_everything(child)
@@ -341,11 +409,21 @@ class Supervisor:
 
     # -- steps ---------------------------------------------------------------------------------
     def compile(self) -> Outcome:
-        argv = [a.format(src=os.path.join(self.prog_dir, self.language.source), out=os.path.join(self.scratch, "main")) for a in self.language.compile or ()]
+        argv = [
+            a.format(src=os.path.join(self.prog_dir, self.language.source), out=os.path.join(self.scratch, "main"))
+            for a in self.language.compile or ()
+        ]
         if self.cgroup is not None:
             self.cgroup.set_memory((self.limits.compile_memory_mb + SUPERVISOR_MB) << 20)
         try:
-            outcome = self.run_process(lambda: os.execv(argv[0], argv), "compile", self.limits.compile_time_s, self.limits.compile_time_s * 1.5 + 1, b"", reset=False)
+            outcome = self.run_process(
+                lambda: os.execv(argv[0], argv),
+                "compile",
+                self.limits.compile_time_s,
+                self.limits.compile_time_s * 1.5 + 1,
+                b"",
+                reset=False,
+            )
         finally:
             if self.cgroup is not None:
                 self.cgroup.set_memory((self.limits.memory_mb + SUPERVISOR_MB) << 20)
@@ -374,12 +452,31 @@ class Supervisor:
         path = os.path.join(self.prog_dir, self.language.source)
         fresh = self.call_child is None
         if fresh:
-            self.call_child = self.spawn(lambda: (python_streams(self.isolated), python_calls(path, entry, self.limits.result_mb << 20)), step="calls", channels=True)
+            self.call_child = self.spawn(
+                lambda: (python_streams(self.isolated), python_calls(path, entry, self.limits.result_mb << 20)),
+                step="calls",
+                channels=True,
+            )
         child = self.call_child
         _, oom_before = self._counters()
-        batch = BatchReader(lambda: self.cpu_s(child), self.limits.result_mb << 20, [(args_bytes, time_s or self.limits.time_s, self.wall_s(time_s)) for _, args_bytes, time_s in calls], fresh)
+        batch = BatchReader(
+            lambda: self.cpu_s(child),
+            self.limits.result_mb << 20,
+            [(args_bytes, time_s or self.limits.time_s, self.wall_s(time_s)) for _, args_bytes, time_s in calls],
+            fresh,
+        )
         spare = Outcome()
-        done = self.pump(child, spare, batch.deadline, batch.cpu_limit, Feed(b"".join(request for request, _, _ in calls)), "to_child", batch, COALESCE_S if len(calls) > 1 else 0.0, batch.patience)
+        done = self.pump(
+            child,
+            spare,
+            batch.deadline,
+            batch.cpu_limit,
+            Feed(b"".join(request for request, _, _ in calls)),
+            "to_child",
+            batch,
+            COALESCE_S if len(calls) > 1 else 0.0,
+            batch.patience,
+        )
         outcomes = batch.outcomes
         if done and batch.failed is None:
             return outcomes

@@ -4,6 +4,7 @@ The program arrives only here, after the fork from the zygote, so the process th
 never held another submission's program, inputs or tests. It is compiled (or byte-compiled),
 copied into the program directory and sealed read-only before any test runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,17 @@ from sandbox.code.runner import SetupFailed, Supervisor
 from sandbox.wire import read_frame, write_frame
 
 
-def serve_submission(ctl_fd: int, res_fd: int, setup: dict[str, Any], language: Language, uid: int | None, isolated: bool, workdir: str, cgroup: Any, use_seccomp: bool) -> None:
+def serve_submission(
+    ctl_fd: int,
+    res_fd: int,
+    setup: dict[str, Any],
+    language: Language,
+    uid: int | None,
+    isolated: bool,
+    workdir: str,
+    cgroup: Any,
+    use_seccomp: bool,
+) -> None:
     """PID 1's loop: receive the program (only now, after the fork), compile it, seal it, then
     run the tests the judge sends one by one."""
     limits = Limits.from_any(setup["limits"])
@@ -53,7 +64,12 @@ def serve_submission(ctl_fd: int, res_fd: int, setup: dict[str, Any], language: 
         compiled = {**outcome.header(), "stderr": outcome.stderr[-4000:].decode("utf-8", "replace")}
         if outcome.status == "ok":
             binary = os.path.join(supervisor.prog_dir, "main")
-            shutil.copyfile(os.path.join(supervisor.scratch, "main") if os.path.exists(os.path.join(supervisor.scratch, "main")) else "/dev/null", binary)
+            shutil.copyfile(
+                os.path.join(supervisor.scratch, "main")
+                if os.path.exists(os.path.join(supervisor.scratch, "main"))
+                else "/dev/null",
+                binary,
+            )
             os.chmod(binary, 0o555)
             supervisor.reset_scratch()
     if isolated:
@@ -87,10 +103,22 @@ def serve_submission(ctl_fd: int, res_fd: int, setup: dict[str, Any], language: 
                 for call in message["calls"]:
                     args = blob[offset : offset + call["size"]]
                     offset += call["size"]
-                    batch.append((encode_call_request(call.get("name") or "@entry", args, call.get("flags", 0), call.get("handle", 0)), len(args), call.get("time_s")))
+                    batch.append(
+                        (
+                            encode_call_request(
+                                call.get("name") or "@entry", args, call.get("flags", 0), call.get("handle", 0)
+                            ),
+                            len(args),
+                            call.get("time_s"),
+                        )
+                    )
                 outcomes = supervisor.run_calls(entry, batch)
                 results = [o.result or b"" for o in outcomes]
-                write_frame(res_fd, {"outcomes": [{**o.header(), "size": len(r)} for o, r in zip(outcomes, results)]}, results[0] if len(results) == 1 else b"".join(results))
+                write_frame(
+                    res_fd,
+                    {"outcomes": [{**o.header(), "size": len(r)} for o, r in zip(outcomes, results)]},
+                    results[0] if len(results) == 1 else b"".join(results),
+                )
                 continue
             elif op == "assert":
                 outcome = supervisor.run_tester(_frame(message["spec"], b""), float(message["wall_s"]), relay)

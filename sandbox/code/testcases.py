@@ -8,6 +8,7 @@ assert rows (``{"testtype": "assert", "code"}``). Each format brings its benchma
 rule: LiveCodeBench rows ``livecodebench``, Python-value rows ``python``; a ``compare`` option
 overrides both.
 """
+
 from __future__ import annotations
 
 import base64
@@ -136,7 +137,13 @@ def _normalize(test: Mapping[str, Any], fn_name: str | None) -> dict[str, Any]:
 def _call(test: Mapping[str, Any]) -> dict[str, Any]:
     """A call test: arguments and expectation, both typed-encoded (base64)."""
     if "args_encoded" in test:
-        row = {"kind": "call", "args": test["args_encoded"], "expected": test.get("expected_encoded"), "plain": bool(test.get("plain")), "rule": test.get("rule")}
+        row = {
+            "kind": "call",
+            "args": test["args_encoded"],
+            "expected": test.get("expected_encoded"),
+            "plain": bool(test.get("plain")),
+            "rule": test.get("rule"),
+        }
         if test.get("expected_digest"):
             row.update(expected_digest=str(test["expected_digest"]), expected_size=int(test["expected_size"]))
         if "floats" in test:
@@ -156,4 +163,10 @@ def _call(test: Mapping[str, Any]) -> dict[str, Any]:
         expected = parse_json(test["output"])
         rule = "livecodebench"
     encoded = encode(expected)
-    return {"kind": "call", "args": call_args(args, kwargs), "expected": base64.b64encode(encoded).decode(), "plain": plain_encoded(encoded), "rule": test.get("rule") or rule}
+    return {
+        "kind": "call",
+        "args": call_args(args, kwargs),
+        "expected": base64.b64encode(encoded).decode(),
+        "plain": plain_encoded(encoded),
+        "rule": test.get("rule") or rule,
+    }

@@ -19,6 +19,7 @@ values of the program that are not callables.
 
 Runs as the tester child (fds 3 in, 4 out: ``sandbox.wire`` frames).
 """
+
 from __future__ import annotations
 
 import ast

@@ -17,6 +17,7 @@ Subclasses of built-in types are encoded as their base type, read through the ba
 slots (``int.__index__``, ``list.__iter__``, ...), so an overridden ``__eq__`` or ``__iter__``
 has no say.
 """
+
 from __future__ import annotations
 
 import struct
@@ -95,7 +96,14 @@ class Encoder:
     dict that receives non-plain objects, which then travel as handle numbers (the tester's
     remote objects)."""
 
-    def __init__(self, max_bytes: int = 64 << 20, instances: bool = False, handles: dict[int, Any] | None = None, sink: Any = None, chunk: int = 1 << 20):
+    def __init__(
+        self,
+        max_bytes: int = 64 << 20,
+        instances: bool = False,
+        handles: dict[int, Any] | None = None,
+        sink: Any = None,
+        chunk: int = 1 << 20,
+    ):
         self.max_bytes = max_bytes
         self.instances = instances
         self.handles = handles
@@ -248,7 +256,7 @@ class Encoder:
         """Elements in the order of their encodings, so equal sets encode to equal bytes
         whatever the process's hash seed."""
         parts = []
-        for item in (set.__iter__(items) if isinstance(items, set) else frozenset.__iter__(items)):
+        for item in set.__iter__(items) if isinstance(items, set) else frozenset.__iter__(items):
             part = bytearray()
             self._put(item, part, depth + 1)
             parts.append(bytes(part))
@@ -283,11 +291,20 @@ class Encoder:
             out.append(COMPLEX)
             out += C128.pack(complex.real.__get__(v), complex.imag.__get__(v))
         else:
-            name = f"{t.__module__}.{t.__qualname__}" if t.__module__ not in ("builtins", "__main__", "__solution__") else t.__qualname__
+            name = (
+                f"{t.__module__}.{t.__qualname__}"
+                if t.__module__ not in ("builtins", "__main__", "__solution__")
+                else t.__qualname__
+            )
             if self.instances and hasattr(v, "__dict__") and t.__module__ != "builtins":
                 out.append(INSTANCE)
                 self._blob(STR, t.__name__.encode("utf-8", "surrogatepass"), out)
-                self._dict(list(object.__getattribute__(v, "__dict__").items()), len(object.__getattribute__(v, "__dict__")), out, depth)
+                self._dict(
+                    list(object.__getattribute__(v, "__dict__").items()),
+                    len(object.__getattribute__(v, "__dict__")),
+                    out,
+                    depth,
+                )
             elif self.handles is not None:
                 number = len(self.handles) + 1
                 self.handles[number] = v

@@ -3,6 +3,7 @@
 The program is extracted here (last fenced block), tests are normalised to three kinds
 (``stdin``, ``call``, ``assert``), and the submission goes to a warm sandboxing judge in the pool.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,13 +35,37 @@ MAX_EXTRACTED_CHARS = 2000
 #: The judge starts with only these variables: nothing a program could find in memory is secret.
 JUDGE_ENV_KEYS = ("PATH", "LANG", "HOME", "RLVR_CACHE_DIR", "RLVR_SANDBOX_ISOLATION", "RLVR_SANDBOX_CGROUPS")
 #: Per-item options a grading request may carry (the service and the adapters pass these on).
-OPTIONS = ("fn_name", "starter_code", "language", "limits", "partial", "program", "oracle", "compare", "prelude", "postlude", "test_setup")
+OPTIONS = (
+    "fn_name",
+    "starter_code",
+    "language",
+    "limits",
+    "partial",
+    "program",
+    "oracle",
+    "compare",
+    "prelude",
+    "postlude",
+    "test_setup",
+)
 
 
-def _verdict(reason: str, start: float, program: str | None, detail: str = "", passed: int = 0, total: int = 0, first_failure: int | None = None, partial: bool = False, elapsed_ms: float | None = None) -> Verdict:
+def _verdict(
+    reason: str,
+    start: float,
+    program: str | None,
+    detail: str = "",
+    passed: int = 0,
+    total: int = 0,
+    first_failure: int | None = None,
+    partial: bool = False,
+    elapsed_ms: float | None = None,
+) -> Verdict:
     correct = reason == "ok" and passed == total and total > 0
     reward = 1.0 if correct else (passed / total if partial and total else 0.0)
-    extracted = program if program is None or len(program) <= MAX_EXTRACTED_CHARS else program[:MAX_EXTRACTED_CHARS] + "..."
+    extracted = (
+        program if program is None or len(program) <= MAX_EXTRACTED_CHARS else program[:MAX_EXTRACTED_CHARS] + "..."
+    )
     return Verdict(
         correct=correct,
         reward=reward,
@@ -88,7 +113,9 @@ def judge_env() -> dict[str, str]:
 class CodeGrader:
     """Grades programs with a warm pool of ``workers`` sandboxing judges. Thread-safe."""
 
-    def __init__(self, workers: int | None = None, limits: Limits | Mapping[str, Any] | None = None, unsafe: bool = False):
+    def __init__(
+        self, workers: int | None = None, limits: Limits | Mapping[str, Any] | None = None, unsafe: bool = False
+    ):
         self.workers = workers or min(4, os.cpu_count() or 1)
         self.limits = Limits.from_any(limits)
         self.unsafe = unsafe
@@ -113,7 +140,25 @@ class CodeGrader:
                 self._pool.close()
                 self._pool = None
 
-    def prepare(self, completion: Any, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, stop_on_fail: bool | None = None, program: str | None = None, oracle: str | None = None, compare: Any = None, prelude: str | None = None, postlude: str | None = None, test_setup: str | None = None) -> tuple[Verdict | None, dict[str, Any] | None, str | None]:
+    def prepare(
+        self,
+        completion: Any,
+        tests: Any,
+        *,
+        fn_name: str | None = None,
+        starter_code: str | None = None,
+        language: str = "python",
+        limits: Any = None,
+        partial: bool = False,
+        unsafe: bool | None = None,
+        stop_on_fail: bool | None = None,
+        program: str | None = None,
+        oracle: str | None = None,
+        compare: Any = None,
+        prelude: str | None = None,
+        postlude: str | None = None,
+        test_setup: str | None = None,
+    ) -> tuple[Verdict | None, dict[str, Any] | None, str | None]:
         start = time.perf_counter()
         try:
             comparison = Comparison.from_any(compare, oracle)
@@ -131,7 +176,17 @@ class CodeGrader:
         if program is None or not program.strip():
             return _verdict("no_code", start, None, "no program found", total=len(normalized)), None, None
         if len(program) > MAX_PROGRAM_CHARS:
-            return _verdict("compile_error", start, program, f"program longer than {MAX_PROGRAM_CHARS} characters", total=len(normalized)), None, program
+            return (
+                _verdict(
+                    "compile_error",
+                    start,
+                    program,
+                    f"program longer than {MAX_PROGRAM_CHARS} characters",
+                    total=len(normalized),
+                ),
+                None,
+                program,
+            )
         if lang.name == "python":
             if fn_name and starter_code and not defines(program, fn_name) and not defines(program, "Solution"):
                 program = starter_code.rstrip() + "\n" + program
@@ -144,7 +199,13 @@ class CodeGrader:
             try:
                 compile(program, "solution.py", "exec", dont_inherit=True)
             except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-                return _verdict("compile_error", start, shown, f"{type(exc).__name__}: {exc}"[:300], total=len(normalized)), None, shown
+                return (
+                    _verdict(
+                        "compile_error", start, shown, f"{type(exc).__name__}: {exc}"[:300], total=len(normalized)
+                    ),
+                    None,
+                    shown,
+                )
         if any(t["kind"] in ("call", "assert") for t in normalized) and not lang.functional:
             return Verdict.bad_input(f"{lang.name} supports stdin tests only", CODE_VERIFIER), None, shown
         request = {
@@ -156,7 +217,12 @@ class CodeGrader:
             "limits": resolved.to_dict(),
             "stop_on_fail": (not partial) if stop_on_fail is None else stop_on_fail,
             "unsafe": self.unsafe if unsafe is None else unsafe,
-            "compare": {"rule": comparison.rule, "oracle": comparison.oracle, "atol": comparison.atol, "rtol": comparison.rtol},
+            "compare": {
+                "rule": comparison.rule,
+                "oracle": comparison.oracle,
+                "atol": comparison.atol,
+                "rtol": comparison.rtol,
+            },
             "test_setup": test_setup if test_setup is not None else (prelude or ""),
         }
         if isinstance(tests, PreparedTests):
@@ -180,7 +246,15 @@ class CodeGrader:
         except WorkerCrashed as exc:
             return {"reason": "sandbox_error", "detail": f"judge crashed: {exc}", "passed": 0}
 
-    def _finish(self, response: dict[str, Any], request: dict[str, Any], program: str | None, start: float, partial: bool, prepared_ms: float = 0.0) -> Verdict:
+    def _finish(
+        self,
+        response: dict[str, Any],
+        request: dict[str, Any],
+        program: str | None,
+        start: float,
+        partial: bool,
+        prepared_ms: float = 0.0,
+    ) -> Verdict:
         """``elapsed_ms`` is preparation plus the judge's round trip (not queueing or start-up)."""
         elapsed = prepared_ms + response["_elapsed_ms"] if "_elapsed_ms" in response else None
         return _verdict(
@@ -220,7 +294,9 @@ class CodeGrader:
             if done is not None:
                 results[index] = done
             else:
-                jobs.append((index, request, program, start, bool(merged.get("partial")), (time.perf_counter() - start) * 1000))
+                jobs.append(
+                    (index, request, program, start, bool(merged.get("partial")), (time.perf_counter() - start) * 1000)
+                )
         if jobs:
             with ThreadPoolExecutor(max_workers=self.workers) as executor:
                 responses = list(executor.map(lambda job: self._run(job[1]), jobs))
@@ -228,27 +304,50 @@ class CodeGrader:
                 results[index] = self._finish(response, request, program, start, partial, prepared_ms)
         return [r for r in results if r is not None]
 
-    def run_program(self, program: str, stdin: str = "", language: str = "python", limits: Any = None) -> dict[str, Any]:
+    def run_program(
+        self, program: str, stdin: str = "", language: str = "python", limits: Any = None
+    ) -> dict[str, Any]:
         """Run a program once on ``stdin`` in the sandbox and report what happened (no grading):
         ``{"compile": {...} | None, "run": {"status", "stdout", "stderr", "exit_code", "signal",
         "cpu_ms", "wall_ms"} | None, "reason", "detail"}``. Backs the SandboxFusion endpoint."""
-        done, request, _ = self.prepare(None, [{"input": stdin, "output": ""}], language=language, limits=limits, program=program, stop_on_fail=False)
+        done, request, _ = self.prepare(
+            None,
+            [{"input": stdin, "output": ""}],
+            language=language,
+            limits=limits,
+            program=program,
+            stop_on_fail=False,
+        )
         if request is None:
             assert done is not None
-            return {"compile": {"status": "error", "stderr": done.detail} if done.reason == "compile_error" else None, "run": None, "reason": done.reason, "detail": done.detail}
+            return {
+                "compile": {"status": "error", "stderr": done.detail} if done.reason == "compile_error" else None,
+                "run": None,
+                "reason": done.reason,
+                "detail": done.detail,
+            }
         request["collect"] = True
         response = self._run(request)
         results = response.get("results") or []
-        return {"compile": response.get("compile"), "run": results[0] if results else None, "reason": response.get("reason", "sandbox_error"), "detail": response.get("detail", "")}
+        return {
+            "compile": response.get("compile"),
+            "run": results[0] if results else None,
+            "reason": response.get("reason", "sandbox_error"),
+            "detail": response.get("detail", ""),
+        }
 
     def run_collect(self, program: str, inputs: list[str], fn_name: str, limits: Any = None) -> list[dict[str, Any]]:
         """Call a trusted program's ``fn_name`` on each encoded argument list (``call_args``)
         and return the raw outcomes (``status``, ``result``: base64 of the encoded value,
         ``wall_ms``, ``cpu_ms``), no comparison. Batches run on the pool's judges in parallel."""
         tests = [{"args_encoded": args, "testtype": "functional"} for args in inputs]
-        done, request, _ = self.prepare(None, tests, fn_name=fn_name, limits=limits, program=program, stop_on_fail=False)
+        done, request, _ = self.prepare(
+            None, tests, fn_name=fn_name, limits=limits, program=program, stop_on_fail=False
+        )
         if request is None:
-            raise BadTests(f"cannot run the reference program: {done.reason if done else ''} {done.detail if done else ''}")
+            raise BadTests(
+                f"cannot run the reference program: {done.reason if done else ''} {done.detail if done else ''}"
+            )
         batches, current, size = [], [], 0
         for test in request["tests"]:
             if current and (len(current) >= COLLECT_CALLS or size + len(test["args"]) > COLLECT_BYTES):
@@ -268,13 +367,17 @@ class CodeGrader:
         if "results" not in response:
             raise RuntimeError(f"reference run failed: {response.get('detail')}")
         done = response["results"]
-        rest = tests[len(done):]
+        rest = tests[len(done) :]
         if response.get("yielded") is None or not rest:
             return done
         size = -(-len(rest) // self.workers)
         pieces = [rest[i : i + size] for i in range(0, len(rest), size)]
         with ThreadPoolExecutor(max_workers=len(pieces)) as executor:
-            return done + [result for part in executor.map(lambda piece: self._collect_part(request, piece), pieces) for result in part]
+            return done + [
+                result
+                for part in executor.map(lambda piece: self._collect_part(request, piece), pieces)
+                for result in part
+            ]
 
 
 _default = ProcessWide(lambda: CodeGrader())
@@ -285,7 +388,22 @@ def default_code_grader() -> CodeGrader:
     return _default.get()
 
 
-def verify_code(completion: str, tests: Any, *, fn_name: str | None = None, starter_code: str | None = None, language: str = "python", limits: Any = None, partial: bool = False, unsafe: bool | None = None, compare: Any = None, oracle: str | None = None, prelude: str | None = None, postlude: str | None = None, test_setup: str | None = None) -> Verdict:
+def verify_code(
+    completion: str,
+    tests: Any,
+    *,
+    fn_name: str | None = None,
+    starter_code: str | None = None,
+    language: str = "python",
+    limits: Any = None,
+    partial: bool = False,
+    unsafe: bool | None = None,
+    compare: Any = None,
+    oracle: str | None = None,
+    prelude: str | None = None,
+    postlude: str | None = None,
+    test_setup: str | None = None,
+) -> Verdict:
     """Grade a completion's program against tests in the sandbox.
 
     ``tests``: LiveCodeBench rows ``{"input", "output", "testtype": "stdin"|"functional"}``
@@ -301,11 +419,21 @@ def verify_code(completion: str, tests: Any, *, fn_name: str | None = None, star
     defaults to ``prelude``.
     """
     return default_code_grader().verify(
-        completion, tests, fn_name=fn_name, starter_code=starter_code, language=language, limits=limits, partial=partial, unsafe=unsafe,
-        compare=compare, oracle=oracle, prelude=prelude, postlude=postlude, test_setup=test_setup,
+        completion,
+        tests,
+        fn_name=fn_name,
+        starter_code=starter_code,
+        language=language,
+        limits=limits,
+        partial=partial,
+        unsafe=unsafe,
+        compare=compare,
+        oracle=oracle,
+        prelude=prelude,
+        postlude=postlude,
+        test_setup=test_setup,
     )
 
 
 def verify_code_batch(items: Iterable[Mapping[str, Any]], **options: Any) -> list[Verdict]:
     return default_code_grader().verify_batch(items, **options)
-

@@ -12,6 +12,7 @@ socket, and the judge then sends the program straight to the supervisor. When th
 the sandbox gone, the zygote reaps it, says so (the verdict waits: no zombie outlives it), and
 then removes its cgroup.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,9 @@ from sandbox.wire import recv_json, send_json, write_frame
 PROGRAM_KB = 64 << 10
 
 
-def start_sandbox(setup: dict[str, Any], language: Language, isolated: bool, cgroup: SandboxCgroup | None, uid: int | None) -> tuple[int, int, int]:
+def start_sandbox(
+    setup: dict[str, Any], language: Language, isolated: bool, cgroup: SandboxCgroup | None, uid: int | None
+) -> tuple[int, int, int]:
     """Fork the sandbox for one submission; returns (pid to kill, control fd, result fd)."""
     ctl_r, ctl_w = os.pipe()
     res_r, res_w = os.pipe()
@@ -78,7 +81,9 @@ def start_sandbox(setup: dict[str, Any], language: Language, isolated: bool, cgr
                     socket.sethostname("sandbox")
                 else:
                     prctl(PR_SET_CHILD_SUBREAPER, 1)
-                serve_submission(ctl_r, res_w, setup, language, uid, isolated, workdir, cgroup, isolated and seccomp.available())
+                serve_submission(
+                    ctl_r, res_w, setup, language, uid, isolated, workdir, cgroup, isolated and seccomp.available()
+                )
                 os._exit(0)
             os.close(ctl_r)
             os.close(res_w)
@@ -110,7 +115,28 @@ def _reap() -> None:
 
 
 #: Standard-library modules programs commonly import, loaded once here so tests skip the import.
-PRELOAD = ("traceback", "linecache", "collections", "heapq", "bisect", "itertools", "functools", "math", "re", "string", "operator", "copy", "array", "random", "typing", "decimal", "fractions", "statistics", "datetime", "json")
+PRELOAD = (
+    "traceback",
+    "linecache",
+    "collections",
+    "heapq",
+    "bisect",
+    "itertools",
+    "functools",
+    "math",
+    "re",
+    "string",
+    "operator",
+    "copy",
+    "array",
+    "random",
+    "typing",
+    "decimal",
+    "fractions",
+    "statistics",
+    "datetime",
+    "json",
+)
 
 
 class Zygote:
@@ -122,7 +148,7 @@ class Zygote:
 
     def __init__(self, isolated: bool):
         self.isolated = isolated
-        self.cgroups, self.cgroup_note = (Cgroups.detect() if isolated else (None, "unsafe mode"))
+        self.cgroups, self.cgroup_note = Cgroups.detect() if isolated else (None, "unsafe mode")
         if self.cgroups is not None:
             self.cgroups.sweep()
         self.live: dict[int, SandboxCgroup | None] = {}
@@ -161,9 +187,15 @@ class Zygote:
     def build(self, setup: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
         limits = Limits.from_any(setup["limits"])
         # The supervisor lives in the cgroup too: a little memory and one process more.
-        cgroup = self.cgroups.create((limits.memory_mb + SUPERVISOR_MB) << 20, limits.processes + 1) if self.cgroups is not None else None
+        cgroup = (
+            self.cgroups.create((limits.memory_mb + SUPERVISOR_MB) << 20, limits.processes + 1)
+            if self.cgroups is not None
+            else None
+        )
         try:
-            pid, ctl_w, res_r = start_sandbox(setup, get_language(setup["language"]), self.isolated, cgroup, self.uid() if self.isolated else None)
+            pid, ctl_w, res_r = start_sandbox(
+                setup, get_language(setup["language"]), self.isolated, cgroup, self.uid() if self.isolated else None
+            )
         except BaseException:
             if cgroup is not None:
                 self.cgroups.remove(cgroup)  # type: ignore[union-attr]
@@ -172,7 +204,12 @@ class Zygote:
             cgroup.close()  # the sandbox holds its own copies of the descriptors
         self.live[pid] = cgroup
         pidfd = os.pidfd_open(pid)
-        return {"pid": pid, "cgroup": cgroup is not None, "cgroup_note": self.cgroup_note, "seccomp": self.isolated and seccomp.available()}, [ctl_w, res_r, pidfd]
+        return {
+            "pid": pid,
+            "cgroup": cgroup is not None,
+            "cgroup_note": self.cgroup_note,
+            "seccomp": self.isolated and seccomp.available(),
+        }, [ctl_w, res_r, pidfd]
 
     def reap(self, pid: int, reaped: Callable[[int], None] | None = None) -> None:
         try:

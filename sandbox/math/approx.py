@@ -9,6 +9,7 @@ Supported: numbers, ``\\frac``, ``\\sqrt`` / ``\\sqrt[n]``, ``^``, ``+ - * /``, 
 ``\\times``, implicit products, parentheses, ``\\pi``, ``e``, ``i``, single-letter and Greek
 variables (with subscripts), ``\\sin`` ``\\cos`` ``\\tan`` ``\\ln`` ``\\log`` ``\\exp`` and inverses.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,14 +23,55 @@ MAX_EXPONENT = 10_000
 REJECT_REL = 1e-6
 _TOKEN_RE = re.compile(r"\s*(?:(\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|(\\[a-zA-Z]+)|([A-Za-z])|([-+*/^(){}\[\]_!,]))")
 _FUNCS = {
-    r"\sin": "sin", r"\cos": "cos", r"\tan": "tan", r"\sec": "sec", r"\csc": "csc", r"\cot": "cot",
-    r"\arcsin": "asin", r"\arccos": "acos", r"\arctan": "atan", r"\sinh": "sinh", r"\cosh": "cosh",
-    r"\tanh": "tanh", r"\ln": "ln", r"\log": "log", r"\exp": "exp",
+    r"\sin": "sin",
+    r"\cos": "cos",
+    r"\tan": "tan",
+    r"\sec": "sec",
+    r"\csc": "csc",
+    r"\cot": "cot",
+    r"\arcsin": "asin",
+    r"\arccos": "acos",
+    r"\arctan": "atan",
+    r"\sinh": "sinh",
+    r"\cosh": "cosh",
+    r"\tanh": "tanh",
+    r"\ln": "ln",
+    r"\log": "log",
+    r"\exp": "exp",
 }
 _GREEK = {
-    "alpha", "beta", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta", "iota", "kappa", "lambda",
-    "mu", "nu", "xi", "rho", "sigma", "tau", "upsilon", "phi", "varphi", "chi", "psi", "omega", "Delta", "Theta",
-    "Lambda", "Xi", "Sigma", "Phi", "Psi", "Omega",
+    "alpha",
+    "beta",
+    "delta",
+    "epsilon",
+    "varepsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "vartheta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "rho",
+    "sigma",
+    "tau",
+    "upsilon",
+    "phi",
+    "varphi",
+    "chi",
+    "psi",
+    "omega",
+    "Delta",
+    "Theta",
+    "Lambda",
+    "Xi",
+    "Sigma",
+    "Phi",
+    "Psi",
+    "Omega",
 }
 _PROBES = ((1.37, -0.61, 2.29, 0.83, -1.71, 1.13, 0.47, -2.03), (-1.93, 1.49, 0.71, -0.57, 2.61, -1.27, 1.87, 0.39))
 
@@ -296,7 +338,9 @@ def compile_value(text: str, allow_complex: bool = True) -> tuple[Value, set[str
     return value, parser.variables
 
 
-def clearly_different(pred: str, gold: str, allow_complex: bool = True, scales: tuple[float, ...] = (1.0,), rel: float = REJECT_REL) -> bool:
+def clearly_different(
+    pred: str, gold: str, allow_complex: bool = True, scales: tuple[float, ...] = (1.0,), rel: float = REJECT_REL
+) -> bool:
     """True only when the two expressions take clearly different values at both probe points.
 
     ``scales`` lists factors the prediction may legitimately carry (a percent sign allows /100).

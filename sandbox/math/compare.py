@@ -5,6 +5,7 @@ backend: text answers, infinities and exact numbers are decided here, and anythi
 sympy raises ``NeedsSymbolic`` so the item is sent to an isolated worker, which runs the same
 engine with a ``SymbolicBackend``. Both paths therefore apply identical rules.
 """
+
 from __future__ import annotations
 
 import re
@@ -212,7 +213,10 @@ class Comparator:
         gi = _as_interval(g)
         if pi is None or gi is None:
             return None
-        for a, b, ca, cb in ((pi.lo, gi.lo, pi.left_closed, gi.left_closed), (pi.hi, gi.hi, pi.right_closed, gi.right_closed)):
+        for a, b, ca, cb in (
+            (pi.lo, gi.lo, pi.left_closed, gi.left_closed),
+            (pi.hi, gi.hi, pi.right_closed, gi.right_closed),
+        ):
             infinite = isinstance(b, Leaf) and _infinity_sign(b.text) is not None
             if not infinite and ca != cb:
                 return False

@@ -15,6 +15,7 @@ Rules, tried in the policy's precedence order:
 
 All scanning is linear in the completion length.
 """
+
 from __future__ import annotations
 
 import re
@@ -98,7 +99,11 @@ def _from_boxes(region: str, policy: MathPolicy, gold_items: int) -> Extraction 
     allowed = policy.max_distinct_boxes + max(gold_items - 1, 0)
     if len(distinct) > allowed:
         return Extraction(
-            contents[-1], "boxed", tuple(contents), hedging=True, detail=f"hedging: {len(distinct)} distinct boxed answers"
+            contents[-1],
+            "boxed",
+            tuple(contents),
+            hedging=True,
+            detail=f"hedging: {len(distinct)} distinct boxed answers",
         )
     chosen = [boxes[-1]]
     if gold_items > 1:

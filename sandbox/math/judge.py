@@ -4,6 +4,7 @@
 decides everything that needs no sympy and raises ``NeedsSymbolic`` otherwise; run with
 ``symbolic=True`` (inside a grading worker) it decides everything.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -3,6 +3,7 @@
 Brace matching is done by counting, never with backtracking regular expressions, so a
 megabyte of nested braces costs one pass.
 """
+
 from __future__ import annotations
 
 OPENERS = "([{"

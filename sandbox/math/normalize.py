@@ -5,6 +5,7 @@ so it is safe to run in the caller's process. It removes what MATH conventions t
 formatting (delimiters, spacing macros, ``\\text`` units, ``\\$``, degree signs, thousands
 separators) and records what carries meaning (a percent sign, a degree sign) as flags.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,19 +16,68 @@ from sandbox.math.latex_scan import find_group, strip_outer_braces
 MAX_ANSWER_CHARS = 20_000
 
 _UNICODE = {
-    "\u2212": "-", "\u2013": "-", "\u2014": "-", "\u2010": "-", "\u2011": "-", "\ufe63": "-", "\uff0d": "-",
-    "\u00d7": r"\times ", "\u00f7": r"\div ", "\u00b7": r"\cdot ", "\u22c5": r"\cdot ",
-    "\u2264": r"\le ", "\u2265": r"\ge ", "\u2260": r"\ne ", "\u2a7d": r"\le ", "\u2a7e": r"\ge ",
-    "\u03c0": r"\pi ", "\u221a": r"\sqrt", "\u221e": r"\infty ", "\u00b0": r"^\circ ",
-    "\u222a": r"\cup ", "\u2229": r"\cap ", "\u2205": r"\emptyset ", "\u211d": r"\mathbb{R}",
-    "\u00b2": "^2", "\u00b3": "^3", "\u00b9": "^1", "\u00bd": r"\frac{1}{2}", "\u00bc": r"\frac{1}{4}",
-    "\u00be": r"\frac{3}{4}", "\u2153": r"\frac{1}{3}", "\u2154": r"\frac{2}{3}", "\u2208": r"\in ",
-    "\u00b1": r"\pm ", "\u2213": r"\mp ", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u2002": " ",
-    "\u2003": " ", "\u200b": "", "\u2044": "/", "\uff0c": ",", "\u3002": ".",
+    "\u2212": "-",
+    "\u2013": "-",
+    "\u2014": "-",
+    "\u2010": "-",
+    "\u2011": "-",
+    "\ufe63": "-",
+    "\uff0d": "-",
+    "\u00d7": r"\times ",
+    "\u00f7": r"\div ",
+    "\u00b7": r"\cdot ",
+    "\u22c5": r"\cdot ",
+    "\u2264": r"\le ",
+    "\u2265": r"\ge ",
+    "\u2260": r"\ne ",
+    "\u2a7d": r"\le ",
+    "\u2a7e": r"\ge ",
+    "\u03c0": r"\pi ",
+    "\u221a": r"\sqrt",
+    "\u221e": r"\infty ",
+    "\u00b0": r"^\circ ",
+    "\u222a": r"\cup ",
+    "\u2229": r"\cap ",
+    "\u2205": r"\emptyset ",
+    "\u211d": r"\mathbb{R}",
+    "\u00b2": "^2",
+    "\u00b3": "^3",
+    "\u00b9": "^1",
+    "\u00bd": r"\frac{1}{2}",
+    "\u00bc": r"\frac{1}{4}",
+    "\u00be": r"\frac{3}{4}",
+    "\u2153": r"\frac{1}{3}",
+    "\u2154": r"\frac{2}{3}",
+    "\u2208": r"\in ",
+    "\u00b1": r"\pm ",
+    "\u2213": r"\mp ",
+    "\u00a0": " ",
+    "\u2009": " ",
+    "\u202f": " ",
+    "\u2002": " ",
+    "\u2003": " ",
+    "\u200b": "",
+    "\u2044": "/",
+    "\uff0c": ",",
+    "\u3002": ".",
 }
 _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
 
-_TEXT_MACROS = ("text", "textbf", "textit", "textrm", "textup", "mathrm", "mathbf", "mathit", "mbox", "textnormal", "texttt", "boldsymbol", "bm")
+_TEXT_MACROS = (
+    "text",
+    "textbf",
+    "textit",
+    "textrm",
+    "textup",
+    "mathrm",
+    "mathbf",
+    "mathit",
+    "mbox",
+    "textnormal",
+    "texttt",
+    "boldsymbol",
+    "bm",
+)
 _TEXT_MACRO_RE = re.compile(r"\\(" + "|".join(_TEXT_MACROS) + r")\s*(?=\{)")
 
 UNIT_WORDS = frozenset(
@@ -117,7 +167,9 @@ def _fix_shorthand(s: str) -> str:
 
 _PLAIN_RE = re.compile(r"-?\d+(?:\.\d+)?|-?\d+/\d+|[A-Za-z]")
 _DISPLAY_RE = re.compile(r"\\[()\[\]]|\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)\b")
-_SIZING_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?")
+_SIZING_RE = re.compile(
+    r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?"
+)
 _BRACED_COMMA_RE = re.compile(r"(\d)\s*\{,\}\s*(\d)")
 _THIN_THOUSANDS_RE = re.compile(r"(\d)\\[,;:]\s*(?=\d{3}\b)")
 _SPACING_RE = re.compile(r"\\(?:[,;:>]|quad|qquad)|\\ |~|\\hspace\*?\{[^{}]*\}")

@@ -6,6 +6,7 @@ notation, mixed numbers) into exact ``Fraction`` values with hard size limits, s
 fast in the caller's process. Anything else raises ``NotNumeric`` and goes to the symbolic
 path in a worker; values too large to compute raise ``TooLarge``.
 """
+
 from __future__ import annotations
 
 import re

@@ -3,6 +3,7 @@
 Every choice that existing graders make silently (which extractor wins, whether 0.333 equals
 1/3, whether a percent sign matters) is a named field here, and each benchmark picks a preset.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -80,7 +81,9 @@ PRESETS: dict[str, MathPolicy] = {
     "gsm8k": MathPolicy(name="gsm8k", extract=("answer_tag", "hash", "boxed", "answer_is", "bare", "last_number")),
     "minerva": MathPolicy(name="minerva", sig_figs=True),
     "olympiadbench": MathPolicy(name="olympiadbench"),
-    "arith": MathPolicy(name="arith", extract=("answer_tag", "boxed", "answer_is", "bare", "last_number"), literal_answer=True),
+    "arith": MathPolicy(
+        name="arith", extract=("answer_tag", "boxed", "answer_is", "bare", "last_number"), literal_answer=True
+    ),
 }
 
 

@@ -5,6 +5,7 @@ list of answers; ``(a, b)`` is an ordered pair that also reads as an open interv
 an interval; ``\\{...\\}`` is a set; ``\\pm`` makes two values). Leaves stay strings and are
 compared later by a numeric or a symbolic backend.
 """
+
 from __future__ import annotations
 
 import re
@@ -73,7 +74,9 @@ Node = Leaf | Seq | Interval | Union | Matrix | PlusMinus | Assign
 
 MAX_ITEMS = 2000
 _THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-_MATRIX_RE = re.compile(r"^\\begin\{(pmatrix|bmatrix|Bmatrix|vmatrix|Vmatrix|matrix|smallmatrix|array)\}(.*)\\end\{\1\}$", re.S)
+_MATRIX_RE = re.compile(
+    r"^\\begin\{(pmatrix|bmatrix|Bmatrix|vmatrix|Vmatrix|matrix|smallmatrix|array)\}(.*)\\end\{\1\}$", re.S
+)
 #: A side of an equation that is plain arithmetic on numbers (no variables): "2 + 4", "3 \\times 4".
 _ARITHMETIC_RE = re.compile(r"(?:[\d\s+\-*/^().,×÷·]|\\times|\\cdot|\\div|\\,|\\!)+")
 _NAME_RE = re.compile(r"^(?:[A-Za-z]|\\[a-zA-Z]+)(?:_\{?[A-Za-z0-9]+\}?)?'*$")
@@ -184,7 +187,11 @@ def _single(s: str) -> Node:
         return Assign(eq[0].replace("{", "").replace("}", ""), _single(eq[1]))
     if len(eq) > 2 and all(_NAME_RE.match(e) for e in eq[:-1]) and eq[-1]:
         return Assign(eq[-2].replace("{", "").replace("}", ""), _single(eq[-1]))
-    if len(eq) >= 2 and eq[-1].strip() and all(_ARITHMETIC_RE.fullmatch(e.strip()) and re.search(r"\d", e) for e in eq[:-1]):
+    if (
+        len(eq) >= 2
+        and eq[-1].strip()
+        and all(_ARITHMETIC_RE.fullmatch(e.strip()) and re.search(r"\d", e) for e in eq[:-1])
+    ):
         return _single(eq[-1])  # "2+4=6": the worked arithmetic ends in the answer, its last side
     return Leaf(s)
 

@@ -7,6 +7,7 @@ before sympy tries. Equality is decided with exact arithmetic first, then simpli
 high-precision numerics with *relative* tolerances (never ``chop``), and for expressions with
 free symbols a deterministic multi-point numeric test.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,11 @@ MAX_FACTORIAL = 2_000
 EQUAL_DIGITS = 50
 _I = sympy.Symbol("i")
 _PROBE_POINTS = (
-    sympy.Rational(7, 5), sympy.Rational(-13, 7), sympy.Rational(31, 10) + sympy.I * sympy.Rational(2, 3),
-    sympy.Rational(-1, 3) - sympy.I * sympy.Rational(5, 4), sympy.Rational(23, 11),
+    sympy.Rational(7, 5),
+    sympy.Rational(-13, 7),
+    sympy.Rational(31, 10) + sympy.I * sympy.Rational(2, 3),
+    sympy.Rational(-1, 3) - sympy.I * sympy.Rational(5, 4),
+    sympy.Rational(23, 11),
 )
 
 

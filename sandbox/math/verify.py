@@ -5,6 +5,7 @@ try the exact fast path (integers, fractions, decimals, text). Only answers that
 to an isolated worker process, which is killed if it overruns the deadline. The same function
 and settings serve training rewards and evaluation grades.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,7 +53,9 @@ def _verdict(
     )
 
 
-_LITERAL_RE = re.compile(r"[+\-\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[+\-\u2212]?\d+\s*/\s*\d+|[+\-\u2212]?\\d?frac\{\d+\}\{\d+\}")
+_LITERAL_RE = re.compile(
+    r"[+\-\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[+\-\u2212]?\d+\s*/\s*\d+|[+\-\u2212]?\\d?frac\{\d+\}\{\d+\}"
+)
 
 
 def is_literal_number(answer: str) -> bool:
@@ -116,7 +119,9 @@ class MathGrader:
                 self._pool = None
 
     # ---- one item ------------------------------------------------------------------------
-    def _prepare(self, completion: Any, gold: GoldSpec, policy: MathPolicy, start: float) -> tuple[Verdict | None, dict[str, Any] | None, str | None]:
+    def _prepare(
+        self, completion: Any, gold: GoldSpec, policy: MathPolicy, start: float
+    ) -> tuple[Verdict | None, dict[str, Any] | None, str | None]:
         if not isinstance(completion, str):
             return _verdict(False, "no_answer", None, start, "completion is not a string"), None, None
         parsed = parse_gold(gold.answer, gold.multiple, gold.answer_type)
@@ -128,13 +133,28 @@ class MathGrader:
         if extraction.hedging:
             return _verdict(False, "wrong_answer", extracted, start, extraction.detail), None, extracted
         if policy.literal_answer and not is_literal_number(extracted):
-            return _verdict(False, "wrong_answer", extracted, start, f"{extraction.rule}: the answer must be a number, not an expression"), None, extracted
+            return (
+                _verdict(
+                    False,
+                    "wrong_answer",
+                    extracted,
+                    start,
+                    f"{extraction.rule}: the answer must be a number, not an expression",
+                ),
+                None,
+                extracted,
+            )
         try:
             result = judge(extracted, gold, policy, symbolic=False)
         except NeedsSymbolic:
             request = {
                 "answer": extracted,
-                "gold": {"answer": gold.answer, "answer_type": gold.answer_type, "tolerance": gold.tolerance, "multiple": gold.multiple},
+                "gold": {
+                    "answer": gold.answer,
+                    "answer_type": gold.answer_type,
+                    "tolerance": gold.tolerance,
+                    "multiple": gold.multiple,
+                },
                 "policy": policy.to_dict(),
             }
             return None, request, extracted
@@ -143,15 +163,31 @@ class MathGrader:
         detail = f"{extraction.rule}: {result.detail}"
         return _verdict(result.correct, result.reason, extracted, start, detail), None, extracted
 
-    def _finish(self, response: dict[str, Any] | Exception, extracted: str | None, prepared_ms: float, timeout: float) -> Verdict:
+    def _finish(
+        self, response: dict[str, Any] | Exception, extracted: str | None, prepared_ms: float, timeout: float
+    ) -> Verdict:
         now = time.perf_counter()
         if isinstance(response, WorkerTimeout):
-            return _verdict(False, "timeout", extracted, now, f"no verdict within {timeout:g}s; worker killed", prepared_ms + timeout * 1000)
+            return _verdict(
+                False,
+                "timeout",
+                extracted,
+                now,
+                f"no verdict within {timeout:g}s; worker killed",
+                prepared_ms + timeout * 1000,
+            )
         if isinstance(response, Exception):
             return _verdict(False, "grader_error", extracted, now, f"worker crashed: {response}", prepared_ms)
         detail = response.get("detail", "")
         worker_ms = float(response.get("_elapsed_ms", 0.0))
-        return _verdict(bool(response["correct"]), response["reason"], extracted, now, f"symbolic: {detail}", prepared_ms + worker_ms)
+        return _verdict(
+            bool(response["correct"]),
+            response["reason"],
+            extracted,
+            now,
+            f"symbolic: {detail}",
+            prepared_ms + worker_ms,
+        )
 
     def verify(
         self,

@@ -5,6 +5,7 @@ CPU-time timer (``ITIMER_PROF``, this process's own main thread) ends most slow 
 little earlier with a ``timeout`` verdict, which saves a restart. Address space is capped so a
 blow-up ends in ``MemoryError`` here instead of swapping the host.
 """
+
 from __future__ import annotations
 
 import resource
