@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands import ablate, benchmarks, compare, demo, eval, grade, leaderboard, regrade, serve
+from harness.commands import ablate, benchmarks, compare, contamination, demo, eval, grade, leaderboard, regrade, serve
 from harness.errors import UserError
 
 DESCRIPTION = """\
@@ -26,14 +26,15 @@ start here:
   rlvr regrade results/RUN --grader math-verify   grading vs generation: re-grade stored samples
   rlvr compare results/A results/B            paired difference with a 95% CI
   rlvr ablate templates --benchmarks arith    Dr. GRPO's template table (also: rlvr ablate prior)
-  rlvr leaderboard                            results/ -> leaderboards/ (Markdown, CSV, HTML)
+  rlvr leaderboard                            results/ -> leaderboards/ (Markdown, CSV, parquet, HTML)
+  rlvr contamination --train T.jsonl --out C/   which benchmark problems a training set holds
   rlvr train drgrpo --config cpu-demo         reference trainers (grpo, drgrpo, dapo, srpo, randopt, corp)
   rlvr grade --kind math --input IN.jsonl --output OUT.jsonl
   rlvr serve --port 8000                      reward server for TRL, verl, OpenRLHF
   rlvr <command> --help                       every command explains its flags
 """
 
-COMMANDS = (eval, regrade, compare, ablate, leaderboard, benchmarks, grade, serve, demo)
+COMMANDS = (eval, regrade, compare, ablate, leaderboard, contamination, benchmarks, grade, serve, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,13 +1,35 @@
 """Run directories: ``config.yaml``, ``samples.jsonl`` (appended as samples finish) and
 ``summary.json``. A run killed at any moment leaves every sample written before the kill
-intact; a partial last line (the kill landed mid-write) is cut off on the next open."""
+intact; a partial last line (the kill landed mid-write) is cut off on the next open.
+
+Results as data (pandas, for notebooks and for the leaderboard):
+``load_summaries(paths)``: one row per run x benchmark. Columns, all flat and stable:
+``run`` (directory name), ``run_path``, ``created``, ``fingerprint``, ``protocol_fingerprint``,
+``model.name`` / ``model.path`` / ``model.weights_hash``, ``protocol.*`` (``protocol.template.name``,
+``protocol.sampling.n``, ``protocol.sampling.temperature``, ...), ``versions.*``, ``benchmark``,
+then every field of that benchmark's summary flattened with dots: ``n_problems``,
+``mean_at_n.value``, ``mean_at_n.ci95_lo``, ``mean_at_n.ci95_hi``, ``pass_at_k.<k>.value``,
+``truncation_rate``, ``length.correct.mean``, ``reasons.<reason>``, ... (a 95% interval
+``[lo, hi]`` becomes ``..._lo`` / ``..._hi``; the length histogram is left out).
+
+``load_samples(paths)``: one row per sample with every field of ``samples.jsonl`` plus ``run``,
+``run_path``, ``model`` and ``fingerprint`` of its run.
+
+``paths``: run directories, or folders searched (any depth) for the ``summary.json`` of each run.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+
+from harness.errors import UserError
+from harness.report_format import flatten
+
+if TYPE_CHECKING:
+    import pandas
 
 CONFIG = "config.yaml"
 SAMPLES = "samples.jsonl"
@@ -81,3 +103,81 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+#: Summary fields that are not per-run facts a table would hold.
+_LEFT_OUT = ("length_histogram",)
+
+
+def run_directories(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Every run directory named by ``paths`` (a run itself, or found below a folder), sorted."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    found: set[Path] = set()
+    for path in map(Path, paths):
+        if not path.exists():
+            raise UserError(f"{path} does not exist")
+        if (path / SUMMARY).is_file() or (path / "samples.jsonl").is_file():
+            found.add(path)
+        else:
+            found.update(p.parent for p in path.rglob(SUMMARY))
+    return sorted(found)
+
+
+def _with_intervals(flat: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        if key.endswith("ci95") and isinstance(value, (list, tuple)) and len(value) == 2:
+            out[f"{key}_lo"], out[f"{key}_hi"] = value
+        else:
+            out[key] = value
+    return out
+
+
+def summary_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """The rows ``load_summaries`` makes of one run (none for a run without a summary)."""
+    summary = read_summary(run_dir)
+    if summary is None:
+        return []
+    head = {
+        "run": run_dir.name,
+        "run_path": str(run_dir),
+        "created": summary.get("created"),
+        "fingerprint": summary.get("fingerprint"),
+        "protocol_fingerprint": summary.get("protocol_fingerprint"),
+        **flatten({"model": summary.get("model", {})}),
+        **_with_intervals(flatten({"protocol": summary.get("protocol", {})})),
+        **flatten({"versions": summary.get("versions", {})}),
+    }
+    rows = []
+    for name, metrics in summary.get("benchmarks", {}).items():
+        kept = {k: v for k, v in metrics.items() if k not in _LEFT_OUT}
+        rows.append({**head, "benchmark": name, **_with_intervals(flatten(kept))})
+    return rows
+
+
+def load_summaries(paths: str | Path | Iterable[str | Path]) -> "pandas.DataFrame":
+    """One row per run x benchmark with every summary field (see the module docstring)."""
+    import pandas
+
+    rows = [row for run in run_directories(paths) for row in summary_rows(run)]
+    return pandas.DataFrame(rows, columns=None if rows else ["run", "run_path", "fingerprint", "benchmark"])
+
+
+def load_samples(paths: str | Path | Iterable[str | Path]) -> "pandas.DataFrame":
+    """One row per sample of every run, with the run's name, path, model and fingerprint."""
+    import pandas
+
+    rows = []
+    for run in run_directories(paths):
+        summary = read_summary(run) or {}
+        extra = {
+            "run": run.name,
+            "run_path": str(run),
+            "model": summary.get("model", {}).get("name"),
+            "fingerprint": summary.get("fingerprint"),
+        }
+        rows += [{**sample, **extra} for sample in read_samples(run)]
+    return pandas.DataFrame(
+        rows, columns=None if rows else ["run", "run_path", "model", "fingerprint", "id", "benchmark", "correct"]
+    )

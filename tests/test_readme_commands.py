@@ -35,7 +35,7 @@ def _help_examples() -> list[str]:
     texts = [parser.epilog or ""]
     subparsers = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     texts += [p.epilog or "" for p in subparsers.choices.values()]
-    text = "\n".join(texts).replace("\\\n", " ")
+    text = re.sub(r"\\\n\s*", "", "\n".join(texts))
     return [re.split(r"\s{2,}", line.strip())[0] for line in text.splitlines() if line.strip().startswith("rlvr ")]
 
 

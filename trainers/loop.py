@@ -91,6 +91,25 @@ def _lr_schedule(cfg: TrainConfig):
     return lambda step: min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
 
 
+def warn_overlap(cfg: TrainConfig) -> None:
+    """Warn (stderr) when a stage's training data contains problems of a held-out benchmark the
+    run evaluates on (``rlvr contamination``'s tests); the run goes on, the numbers would not mean much."""
+    from harness.contamination import contamination_report
+
+    held_out = [p for name in cfg.eval_benchmarks for p in source_problems(name)]
+    sources = [src for stage in cfg.stages for src in Stage.from_dict(stage).sources]
+    rows = [{"question": p.question, "answer": p.gold.get("answer")} for src in sources for p in source_problems(src)]
+    report, _ = contamination_report(rows, held_out, list(dict.fromkeys(p.benchmark for p in held_out)), examples=1)
+    for name, entry in report["benchmarks"].items():
+        if entry["contaminated_problems"]:
+            print(
+                f"warning: the training data contains {entry['contaminated_problems']} of {entry['problems']} "
+                f"problems of held-out {name} (e.g. {entry['contaminated_problem_ids'][0]}); see "
+                f"`rlvr contamination --train FILE --benchmarks {name}`",
+                file=sys.stderr,
+            )
+
+
 def _stage_selection(cfg: TrainConfig, curriculum: Curriculum):
     """The prompt selection of the current stage, seeded per stage (its state, seed included,
     is saved in every checkpoint and restored on resume)."""
@@ -109,6 +128,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     out = Path(cfg.out or f"results/train-{cfg.algorithm}")
     checkpoint = _prepare_out(cfg, out, resume)
     save_settings(out, cfg)
+    warn_overlap(cfg)
     for change in overridden_defining(cfg.algorithm, cfg):
         print(
             f"warning: {cfg.algorithm} run with a defining setting changed ({change}): a variant, not {cfg.algorithm} "

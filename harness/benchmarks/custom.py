@@ -27,7 +27,12 @@ DEFAULT_FIELDS = {
 
 
 def is_custom_source(name: str) -> bool:
-    return name.startswith("hf:") or Path(name).suffix in (".jsonl", ".json", ".parquet", ".gz")
+    """A hub dataset, a data file, or a datasets.save_to_disk directory (not a benchmark name)."""
+    return (
+        name.startswith("hf:")
+        or Path(name).suffix in (".jsonl", ".json", ".parquet", ".gz")
+        or (("/" in name or name.startswith(".")) and Path(name).is_dir())
+    )
 
 
 def parse_fields(text: str | dict[str, str] | None) -> dict[str, str]:
@@ -55,6 +60,8 @@ def _read_rows(source: str) -> list[dict[str, Any]]:
     path = Path(source).expanduser()
     if not path.exists():
         raise UserError(f"benchmark file {source} does not exist")
+    if path.is_dir():
+        return _saved_dataset_rows(path)
     try:
         if path.suffix == ".parquet":
             try:
@@ -79,6 +86,31 @@ def _read_rows(source: str) -> list[dict[str, Any]]:
                 except json.JSONDecodeError as exc:
                     raise UserError(f"{source}: line {number} is not valid JSON ({exc.msg})") from exc
     return rows
+
+
+def _saved_dataset_rows(path: Path) -> list[dict[str, Any]]:
+    """A ``datasets.Dataset.save_to_disk`` directory (a DatasetDict: its ``train`` split, else its only one)."""
+    try:
+        import datasets
+    except ImportError as exc:
+        raise UserError("reading a saved dataset directory needs the datasets package: pip install datasets") from exc
+    try:
+        data = datasets.load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as exc:
+        raise UserError(f"{path} is a directory but not a datasets.save_to_disk directory ({exc})") from exc
+    if isinstance(data, datasets.DatasetDict):
+        split = "train" if "train" in data else next(iter(data))
+        data = data[split]
+    return [dict(row) for row in data]
+
+
+def training_rows(
+    source: str, fields: dict[str, str] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(rows as read, rows as {question, answer})`` of a training file: what a contamination check reads."""
+    fields = fields or {}
+    raw = _read_rows(source)
+    return raw, [{"question": _pick(row, "question", fields), "answer": _pick(row, "answer", fields)} for row in raw]
 
 
 def _hub_rows(spec: str) -> list[dict[str, Any]]:

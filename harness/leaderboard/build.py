@@ -14,6 +14,7 @@ from harness.leaderboard.html import render_page
 from harness.leaderboard.plots import all_plots
 from harness.leaderboard.tables import Table, build_tables, cell_text, collect_runs, describe_protocol, protocol_values
 from harness.report_format import markdown_table, percent
+from harness.results import load_summaries
 
 CSV_FIELDS = [
     "table",
@@ -138,6 +139,10 @@ def build_leaderboard(results: Path, out: Path, mix: bool = False, plots: bool =
     generated = time.strftime("%Y-%m-%d %H:%M %Z")
     (out / "README.md").write_text(markdown(tables, link_prefix, generated, notes), encoding="utf-8")
     (out / "leaderboard.csv").write_text(csv_text(tables, link_prefix), encoding="utf-8")
+    # every summary field of every run x benchmark, for pandas / the hub (harness.results.load_summaries)
+    frame = load_summaries([run.path for run in runs])
+    frame["run_path"] = [os.path.relpath(p, out).replace(os.sep, "/") for p in frame["run_path"]]
+    frame.to_parquet(out / "leaderboard.parquet", index=False)
     figures = all_plots(runs) if plots else []
     (out / "index.html").write_text(render_page(tables, figures, generated, link_prefix, notes), encoding="utf-8")
     return {"runs": len(runs), "tables": len(tables), "plots": [pid for pid, _, _ in figures], "out": str(out)}
