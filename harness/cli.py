@@ -9,7 +9,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands import ablate, benchmarks, compare, contamination, demo, eval, grade, leaderboard, regrade, serve
+from harness.commands import (
+    ablate,
+    benchmarks,
+    compare,
+    contamination,
+    demo,
+    eval,
+    export,
+    grade,
+    leaderboard,
+    regrade,
+    serve,
+)
 from harness.errors import UserError
 
 DESCRIPTION = """\
@@ -28,13 +40,14 @@ start here:
   rlvr ablate templates --benchmarks arith    Dr. GRPO's template table (also: rlvr ablate prior)
   rlvr leaderboard                            results/ -> leaderboards/ (Markdown, CSV, parquet, HTML)
   rlvr contamination --train T.jsonl --out C/   which benchmark problems a training set holds
+  rlvr export results/RUN --out DIR           a run's samples as a datasets/parquet/jsonl dataset
   rlvr train drgrpo --config cpu-demo         reference trainers (grpo, drgrpo, dapo, srpo, randopt, corp)
   rlvr grade --kind math --input IN.jsonl --output OUT.jsonl
   rlvr serve --port 8000                      reward server for TRL, verl, OpenRLHF
   rlvr <command> --help                       every command explains its flags
 """
 
-COMMANDS = (eval, regrade, compare, ablate, leaderboard, contamination, benchmarks, grade, serve, demo)
+COMMANDS = (eval, regrade, compare, ablate, leaderboard, export, contamination, benchmarks, grade, serve, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,8 @@ Results as data (pandas, for notebooks and for the leaderboard):
 ``protocol.sampling.n``, ``protocol.sampling.temperature``, ...), ``versions.*``, ``benchmark``,
 then every field of that benchmark's summary flattened with dots: ``n_problems``,
 ``mean_at_n.value``, ``mean_at_n.ci95_lo``, ``mean_at_n.ci95_hi``, ``pass_at_k.<k>.value``,
-``truncation_rate``, ``length.correct.mean``, ``reasons.<reason>``, ... (a 95% interval
+``truncation_rate``, ``length.correct.mean``, ``reasons.<reason>``, ``benchmark_fingerprint``, ``data_revision``,
+... (a 95% interval
 ``[lo, hi]`` becomes ``..._lo`` / ``..._hi``; the length histogram is left out).
 
 ``load_samples(paths)``: one row per sample with every field of ``samples.jsonl`` plus ``run``,
@@ -151,7 +152,10 @@ def summary_rows(run_dir: Path) -> list[dict[str, Any]]:
     }
     rows = []
     for name, metrics in summary.get("benchmarks", {}).items():
-        kept = {k: v for k, v in metrics.items() if k not in _LEFT_OUT}
+        # the benchmark's own fingerprint (protocol + its data) must not hide the run's
+        kept = {
+            ("benchmark_fingerprint" if k == "fingerprint" else k): v for k, v in metrics.items() if k not in _LEFT_OUT
+        }
         rows.append({**head, "benchmark": name, **_with_intervals(flatten(kept))})
     return rows
 

@@ -161,6 +161,15 @@ def test_page_in_headless_chromium(board):
             box = svg.bounding_box()
             assert box and box["width"] > 200 and box["height"] > 100
         assert page.query_selector_all("figure svg path")  # drawn, not empty
+        links = page.query_selector_all("h2 a.permalink")
+        assert len(links) == 2
+        for link in links:
+            anchor = link.get_attribute("href")
+            assert anchor.startswith("#protocol-") and page.query_selector(anchor) is not None
+        links[1].click()
+        assert page.evaluate("location.hash") == links[1].get_attribute("href")
+        downloads = {a.get_attribute("href") for a in page.query_selector_all("a[download]")}
+        assert downloads == {"leaderboard.csv", "leaderboard.parquet"} and all((out / d).is_file() for d in downloads)
         page.screenshot(path=str(ARTIFACTS / "leaderboard.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "leaderboard.png").stat().st_size > 10_000
@@ -175,3 +184,38 @@ def test_checkpoints_of_different_runs_keep_distinct_names(tmp_path):
     assert run("checkpoint-000025", "/x/results/train-srpo/checkpoint-000025").model == "train-srpo/checkpoint-000025"
     assert run("checkpoint-000025", "/x/results/train-grpo/checkpoint-000025").model == "train-grpo/checkpoint-000025"
     assert run("Qwen/Qwen2.5-Math-1.5B", "Qwen/Qwen2.5-Math-1.5B").model == "Qwen/Qwen2.5-Math-1.5B"
+
+
+def test_diff_against_an_earlier_build(board, tmp_path):
+    import json as _json
+
+    from harness.leaderboard.diff import leaderboard_diff
+
+    results, out, _ = board
+    moved = tmp_path / "results"
+    shutil.copytree(results, moved)
+    shutil.rmtree(moved / "nested")  # a run removed
+    fake_run(moved, "delta", "qwen_math", 4, {"arith": 0.5, "gsm8k": 0.5}, 6)  # a run added
+    summary_path = moved / "alpha-qwen_math" / "summary.json"
+    summary = _json.loads(summary_path.read_text())
+    summary["benchmarks"]["arith"]["mean_at_n"] = {"value": 0.1, "ci95": [0.05, 0.15]}  # far outside its old CI
+    summary["benchmarks"]["gsm8k"]["mean_at_n"]["value"] += 0.001  # within the CI: noise
+    summary_path.write_text(_json.dumps(summary))
+    new = tmp_path / "board"
+    result = rlvr("leaderboard", "--results", str(moved), "--out", str(new), "--no-plots", "--diff", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = leaderboard_diff(out, new)
+    assert [(c["run"], c["benchmark"]) for c in report["changed"]] == [("alpha-qwen_math", "arith")]
+    assert {r["run"] for r in report["new_runs"]} == {"delta-qwen_math"} and {
+        r["run"] for r in report["removed_runs"]
+    } == {"beta-r1"}
+    assert report["unchanged"] == 2 * 4 - 1
+    assert (
+        "scores: 2 new, 2 removed, 1 changed beyond their 95% CI, 7 unchanged" in result.stdout
+        and (new / "diff.md").exists()
+    )
+    assert _json.loads((new / "diff.json").read_text())["changed"][0]["delta"] < 0
+    missing = rlvr(
+        "leaderboard", "--results", str(moved), "--out", str(tmp_path / "b2"), "--diff", str(tmp_path / "nothing")
+    )
+    assert missing.returncode == 2 and "no leaderboard.parquet" in missing.stderr

@@ -116,3 +116,55 @@ def test_paths_that_do_not_exist_are_one_clear_error(tmp_path):
         load_summaries(tmp_path / "nothing")
     assert load_samples(tmp_path).empty and list(load_summaries(tmp_path).columns)[:2] == ["run", "run_path"]
     shutil.rmtree(tmp_path)
+
+
+@pytest.mark.parametrize("fmt", ["hf", "parquet", "jsonl"])
+def test_export_loads_offline_with_datasets(two_runs, tmp_path, fmt, monkeypatch):
+    import datasets
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    run = two_runs / "results" / "tiny-chat"
+    result = rlvr("export", str(run), "--format", fmt, "--out", str(tmp_path / fmt))
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = tmp_path / fmt
+    if fmt == "hf":
+        data = datasets.load_from_disk(str(out))
+        assert "Run fingerprint" in data.info.description
+    else:
+        files = {"parquet": "samples.parquet", "jsonl": "samples.jsonl"}[fmt]
+        data = datasets.load_dataset(
+            "parquet" if fmt == "parquet" else "json", data_files=str(out / files), split="train"
+        )
+    summary = json.loads((run / "summary.json").read_text())
+    assert len(data) == summary["benchmarks"]["arith"]["n_samples"] == 12
+    assert sorted(data["id"]) == sorted(r["id"] for r in load_samples(run).to_dict(orient="records"))
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and summary["fingerprint"] in card and summary["protocol_fingerprint"] in card
+    assert (out / "summary.json").read_text() == (run / "summary.json").read_text()
+
+
+def test_exported_and_saved_datasets_are_data_sources(two_runs, tmp_path):
+    import datasets
+
+    rows = [{"question": "What is 1 + 1?", "answer": "2"}, {"question": "What is 2 + 2?", "answer": "4"}]
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "saved"))
+    datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "rows.parquet"))
+    from harness.benchmarks.custom import load_custom
+
+    for source in (str(tmp_path / "saved"), str(tmp_path / "rows.parquet")):
+        problems = load_custom(source)
+        assert [p.question for p in problems] == [r["question"] for r in rows] and problems[0].gold["answer"] == "2"
+    arrow = next((tmp_path / "saved").glob("*.arrow"))
+    assert [p.question for p in load_custom(str(arrow))] == [r["question"] for r in rows]
+
+
+def test_export_needs_samples(tmp_path):
+    result = rlvr(
+        "export",
+        str(ROOT / "results" / "ablate-templates-arith" / "smollm2-135m-instruct-chat"),
+        "--out",
+        str(tmp_path / "x"),
+    )
+    assert (
+        result.returncode == 2 and "no samples.jsonl" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    )

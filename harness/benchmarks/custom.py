@@ -30,7 +30,7 @@ def is_custom_source(name: str) -> bool:
     """A hub dataset, a data file, or a datasets.save_to_disk directory (not a benchmark name)."""
     return (
         name.startswith("hf:")
-        or Path(name).suffix in (".jsonl", ".json", ".parquet", ".gz")
+        or Path(name).suffix in (".jsonl", ".json", ".parquet", ".arrow", ".gz")
         or (("/" in name or name.startswith(".")) and Path(name).is_dir())
     )
 
@@ -62,6 +62,12 @@ def _read_rows(source: str) -> list[dict[str, Any]]:
         raise UserError(f"benchmark file {source} does not exist")
     if path.is_dir():
         return _saved_dataset_rows(path)
+    if path.suffix == ".arrow":
+        try:
+            import datasets
+        except ImportError as exc:
+            raise UserError("reading .arrow files needs the datasets package: pip install datasets") from exc
+        return [dict(row) for row in datasets.Dataset.from_file(str(path))]
     try:
         if path.suffix == ".parquet":
             try:

@@ -6,9 +6,11 @@ import argparse
 
 EPILOG = """\
 writes OUT/README.md and OUT/leaderboard.csv (one table per protocol fingerprint: rows models,
-columns benchmarks, mean@n with 95% CI, pass@n where n > 1, each model linked to its run) and
-OUT/index.html (one self-contained page: sortable tables, pass@k curves, accuracy by template,
-response-length histograms for correct vs incorrect answers, truncation and no-answer rates).
+columns benchmarks, mean@n with 95% CI, pass@n where n > 1, each model linked to its run),
+OUT/leaderboard.parquet (every summary field, one row per run x benchmark) and OUT/index.html
+(one self-contained page: sortable tables with a permalink each, download links, pass@k curves,
+accuracy by template, response-length histograms for correct vs incorrect answers, truncation and
+no-answer rates).
 
 Runs under different protocols (template, sampling, max tokens, engine, dtype, verifier version)
 are never ranked together unless --mix is given; then the settings that differ become columns.
@@ -16,6 +18,7 @@ are never ranked together unless --mix is given; then the settings that differ b
 examples:
   rlvr leaderboard                                  results/ -> leaderboards/
   rlvr leaderboard --results results/ --out site/ --mix
+  rlvr leaderboard --out site/ --diff old-site/     and what changed since old-site/ was built
 """
 
 
@@ -35,15 +38,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--mix", action="store_true", help="one table for all protocols, differing settings shown as columns"
     )
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the plots (faster)")
+    p.add_argument(
+        "--diff",
+        default=None,
+        metavar="OLD_DIR",
+        help="compare with an earlier build (its leaderboard.parquet): new and removed runs, scores moved beyond "
+        "their CI; "
+        "writes OUT/diff.md and OUT/diff.json",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from harness.leaderboard.build import build_leaderboard
 
+    if args.diff and Path(args.diff).resolve() == Path(args.out).resolve():
+        from harness.errors import UserError
+
+        raise UserError("--diff needs the earlier build in another directory than --out (copy it first)")
+    if args.diff:
+        from harness.leaderboard.diff import _frame
+
+        _frame(Path(args.diff))  # a missing or old-format build is one clear error before anything is rebuilt
     info = build_leaderboard(args.results, args.out, args.mix, args.plots)
     print(
         f"{info['runs']} runs -> {info['tables']} table(s), plots: {', '.join(info['plots']) or 'none'} -> "
-        f"{info['out']}/index.html, README.md, leaderboard.csv"
+        f"{info['out']}/index.html, README.md, leaderboard.csv, leaderboard.parquet"
     )
+    if args.diff:
+        from harness.leaderboard.diff import format_diff, write_diff
+
+        print("\n" + format_diff(write_diff(Path(args.diff), Path(args.out))))
     return 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import time
 from pathlib import Path
@@ -80,50 +78,69 @@ def markdown(tables: list[Table], link_prefix: str, generated: str, notes: list[
     return "\n".join(lines) + "\n"
 
 
-def csv_text(tables: list[Table], link_prefix: str) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
-    writer.writeheader()
+#: leaderboard.csv's columns: the frame column each comes from (``load_summaries`` names).
+CSV_SOURCES = {
+    "mean_at_n": "mean_at_n.value",
+    "ci95_lo": "mean_at_n.ci95_lo",
+    "ci95_hi": "mean_at_n.ci95_hi",
+    "benchmark_fingerprint": "benchmark_fingerprint",
+    "template": "protocol.template.name",
+    "n": "protocol.sampling.n",
+    "temperature": "protocol.sampling.temperature",
+    "max_tokens": "protocol.sampling.max_tokens",
+    "backend": "protocol.backend.backend",
+    "dtype": "protocol.backend.dtype",
+    "math_verifier": "protocol.grading.math_verifier",
+    "code_verifier": "protocol.grading.code_verifier",
+}
+
+
+def leaderboard_frame(tables: list[Table], link_prefix: str):
+    """Every summary field of every ranked cell (``load_summaries``), plus its table, rank, the
+    model's display name, the column label and the run's link: leaderboard.parquet, and the
+    source of leaderboard.csv."""
+    import pandas
+
+    placed = []
     for index, table in enumerate(tables):
         for row in table.rows:
-            values = protocol_values(row["summary"])
-            for label, _ in table.columns:
-                bench = row["cells"].get(label)
-                if not bench:
-                    continue
-                ks = sorted(bench.get("pass_at_k") or {}, key=int)
-                ci = bench["mean_at_n"]["ci95"] or [None, None]
-                writer.writerow(
-                    {
-                        "table": index,
-                        "protocol_fingerprint": row["summary"]["protocol_fingerprint"],
-                        "rank": row["rank"],
-                        "model": row["model"],
-                        "run": row["run"],
-                        "benchmark": label,
-                        "mean_at_n": bench["mean_at_n"]["value"],
-                        "ci95_lo": ci[0],
-                        "ci95_hi": ci[1],
-                        "pass_at_k": bench["pass_at_k"][ks[-1]]["value"] if ks else None,
-                        "k": ks[-1] if ks else None,
-                        "n_problems": bench["n_problems"],
-                        "n_samples": bench["n_samples"],
-                        "truncation_rate": bench["truncation_rate"],
-                        "no_answer_rate": bench["no_answer_rate"],
-                        "timeout_rate": bench["timeout_rate"],
-                        "benchmark_fingerprint": bench.get("fingerprint"),
-                        "template": values["template"],
-                        "n": values["n"],
-                        "temperature": values["temperature"],
-                        "max_tokens": values["max_tokens"],
-                        "backend": values["backend"],
-                        "dtype": values["dtype"],
-                        "math_verifier": values["math verifier"],
-                        "code_verifier": values["code verifier"],
-                        "run_path": f"{link_prefix}{row['link']}",
-                    }
-                )
-    return buf.getvalue()
+            for label, name in table.columns:
+                if label in row["cells"]:
+                    placed.append(
+                        {
+                            "table": index,
+                            "rank": row["rank"],
+                            "display_model": row["model"],
+                            "column": label,
+                            "benchmark": name,
+                            "run_path": str(row["path"]),
+                            "link": f"{link_prefix}{row['link']}",
+                        }
+                    )
+    summaries = load_summaries(sorted({p["run_path"] for p in placed}))
+    frame = pandas.DataFrame(placed).merge(summaries, on=["run_path", "benchmark"], how="left")
+    pass_columns = sorted(
+        (c for c in frame.columns if c.startswith("pass_at_k.") and c.endswith(".value")),
+        key=lambda c: int(c.split(".")[1]),
+    )
+    last = frame[pass_columns].apply(lambda r: r.last_valid_index(), axis=1) if pass_columns else None
+    frame["k"] = [None if c is None else int(c.split(".")[1]) for c in last] if last is not None else None
+    frame["pass_at_k"] = (
+        [None if c is None else frame.at[i, c] for i, c in enumerate(last)] if last is not None else None
+    )
+    return frame.sort_values(["table", "rank", "column"], kind="stable").reset_index(drop=True)
+
+
+def csv_text(frame) -> str:
+    """leaderboard.csv: the ranked cells, one row each, in the columns of ``CSV_FIELDS``."""
+    table = frame.rename(columns={"display_model": "model_display"})
+    out = table.assign(
+        model=table["model_display"],
+        benchmark=table["column"],
+        run_path=table["link"],
+        **{name: table[source] for name, source in CSV_SOURCES.items() if source in table.columns},
+    )
+    return out.reindex(columns=CSV_FIELDS).to_csv(index=False, lineterminator="\r\n")
 
 
 def build_leaderboard(results: Path, out: Path, mix: bool = False, plots: bool = True) -> dict[str, Any]:
@@ -138,11 +155,10 @@ def build_leaderboard(results: Path, out: Path, mix: bool = False, plots: bool =
     link_prefix = os.path.relpath(results, out).replace(os.sep, "/") + "/"
     generated = time.strftime("%Y-%m-%d %H:%M %Z")
     (out / "README.md").write_text(markdown(tables, link_prefix, generated, notes), encoding="utf-8")
-    (out / "leaderboard.csv").write_text(csv_text(tables, link_prefix), encoding="utf-8")
-    # every summary field of every run x benchmark, for pandas / the hub (harness.results.load_summaries)
-    frame = load_summaries([run.path for run in runs])
-    frame["run_path"] = [os.path.relpath(p, out).replace(os.sep, "/") for p in frame["run_path"]]
-    frame.to_parquet(out / "leaderboard.parquet", index=False)
+    frame = leaderboard_frame(tables, link_prefix)
+    (out / "leaderboard.csv").write_text(csv_text(frame), encoding="utf-8", newline="")
+    # every summary field of every ranked cell, for pandas / the hub (harness.results.load_summaries + rank)
+    frame.assign(run_path=frame["link"]).drop(columns=["link"]).to_parquet(out / "leaderboard.parquet", index=False)
     figures = all_plots(runs) if plots else []
     (out / "index.html").write_text(render_page(tables, figures, generated, link_prefix, notes), encoding="utf-8")
     return {"runs": len(runs), "tables": len(tables), "plots": [pid for pid, _, _ in figures], "out": str(out)}

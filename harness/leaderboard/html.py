@@ -13,6 +13,7 @@ from harness.report_format import percent
 STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem; color: #1f2328; max-width: 1400px; }
 h1 { margin-bottom: 0.2rem; } .note { color: #57606a; font-size: 0.9rem; }
+a.permalink { color: #8c959f; text-decoration: none; font-weight: normal; } a.permalink:hover { color: #0969da; }
 table.board { border-collapse: collapse; margin: 0.8rem 0 2rem; font-size: 0.9rem; }
 table.board th, table.board td { border: 1px solid #d0d7de; padding: 0.35rem 0.6rem; text-align: right;
   vertical-align: top; }
@@ -69,6 +70,11 @@ def _run_details(row: dict[str, Any], link_prefix: str) -> str:
     )
 
 
+def table_anchor(table: Table) -> str:
+    """The table's permalink id: its protocol key, so a link survives rebuilds and reordering."""
+    return "protocol-" + "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in table.key)
+
+
 def table_html(table: Table, index: int, link_prefix: str) -> str:
     head = ['<th class="text">#</th>', '<th class="text">model</th>']
     head += [f'<th class="text">{html.escape(k)}</th>' for k in table.differing]
@@ -97,8 +103,9 @@ def table_html(table: Table, index: int, link_prefix: str) -> str:
         cells.append(f'<td data-sort="{"" if average is None else f"{average:.6f}"}"{css}>{percent(average)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (
-        f'<h2 id="table-{index}">Protocol {html.escape(table.key)}</h2><p '
-        f'class="note">{html.escape(describe_protocol(table.protocol))}</p>'
+        f'<h2 id="{table_anchor(table)}">Protocol {html.escape(table.key)} '
+        f'<a class="permalink" href="#{table_anchor(table)}" title="link to this table">#</a></h2>'
+        f'<p class="note">{html.escape(describe_protocol(table.protocol))}</p>'
         '<table class="board" '
         f'id="board-{index}"><thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
     )
@@ -116,7 +123,10 @@ def render_page(
         "(problems and samples resampled), pass@n where n &gt; 1. One table per protocol fingerprint: numbers in "
         "different tables "
         "were produced under different templates, sampling, engines or verifiers and are not ranked together. Click a "
-        "column to sort.</p>",
+        "column to sort. Each table's heading links to it (#).</p>",
+        "<p class='note'>Download every number: <a href='leaderboard.csv' download>leaderboard.csv</a> · "
+        "<a href='leaderboard.parquet' download>leaderboard.parquet</a> (every summary field, one row per run x "
+        "benchmark)</p>",
     ]
     parts += [f"<p class='note'>{html.escape(n)}</p>" for n in notes]
     parts += [table_html(t, i, link_prefix) for i, t in enumerate(tables)]

@@ -103,6 +103,7 @@ def _row(run: Run, label_of: dict[tuple[str, str], str], root: Path) -> dict[str
     return {
         "model": run.model,
         "run": run.path.name,
+        "path": run.path,
         "link": str(run.path.relative_to(root)) if run.path.is_relative_to(root) else str(run.path),
         "cells": cells,
         "average": sum(values) / len(values) if values else None,
