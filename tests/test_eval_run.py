@@ -1,4 +1,5 @@
-"""`rlvr eval` end to end on the embedded model (CPU): files and fields, CIs, fingerprints,
+"""`rlvr eval` end to end (CPU; a tiny random model with the real tokenizer, the embedded model where
+generation must take a while): files and fields, CIs, fingerprints,
 seeded reproducibility, resume after SIGKILL, regrade, compare, config files and user errors."""
 
 import json
@@ -44,9 +45,20 @@ BENCH_FIELDS = {
 
 
 @pytest.fixture(scope="module")
-def run_a(tmp_path_factory):
+def run_a(tmp_path_factory, tiny_model):
     out = tmp_path_factory.mktemp("eval") / "a"
-    result = rlvr("eval", "--benchmarks", "gsm8k,humanevalplus", "--template", "qwen_math", *SMALL, "--out", str(out))
+    result = rlvr(
+        "eval",
+        "--model",
+        tiny_model,
+        "--benchmarks",
+        "gsm8k,humanevalplus",
+        "--template",
+        "qwen_math",
+        *SMALL,
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     return out, result
 
@@ -55,7 +67,7 @@ def test_run_writes_config_samples_and_summary(run_a):
     out, result = run_a
     assert "mean@n" in result.stdout and "gsm8k" in result.stdout and "humanevalplus" in result.stdout
     config = yaml.safe_load((out / "config.yaml").read_text())
-    assert config["n"] == 2 and config["max_tokens"] == 24 and config["model"] == "smollm2-135m-instruct"
+    assert config["n"] == 2 and config["max_tokens"] == 24 and config["model"].endswith("tiny-llama")
     rows = samples(out)
     assert len(rows) == 2 * 2 * 2
     for row in rows:
@@ -81,10 +93,19 @@ def test_run_writes_config_samples_and_summary(run_a):
     assert s["benchmarks"]["humanevalplus"]["maj_at_k"] is None
 
 
-def test_identical_runs_share_fingerprint_and_samples_and_template_changes_it(run_a, tmp_path):
+def test_identical_runs_share_fingerprint_and_samples_and_template_changes_it(run_a, tmp_path, tiny_model):
     out_a, _ = run_a
     same = rlvr(
-        "eval", "--benchmarks", "gsm8k,humanevalplus", "--template", "qwen_math", *SMALL, "--out", str(tmp_path / "b")
+        "eval",
+        "--model",
+        tiny_model,
+        "--benchmarks",
+        "gsm8k,humanevalplus",
+        "--template",
+        "qwen_math",
+        *SMALL,
+        "--out",
+        str(tmp_path / "b"),
     )
     assert same.returncode == 0, same.stderr
     assert summary(tmp_path / "b")["fingerprint"] == summary(out_a)["fingerprint"]
@@ -94,7 +115,16 @@ def test_identical_runs_share_fingerprint_and_samples_and_template_changes_it(ru
         (key(r), r["completion"]) for r in samples(out_a)
     )
     other = rlvr(
-        "eval", "--benchmarks", "gsm8k,humanevalplus", "--template", "r1", *SMALL, "--out", str(tmp_path / "c")
+        "eval",
+        "--model",
+        tiny_model,
+        "--benchmarks",
+        "gsm8k,humanevalplus",
+        "--template",
+        "r1",
+        *SMALL,
+        "--out",
+        str(tmp_path / "c"),
     )
     assert other.returncode == 0, other.stderr
     assert summary(tmp_path / "c")["fingerprint"] != summary(out_a)["fingerprint"]
@@ -180,10 +210,12 @@ def test_sigkill_then_same_command_resumes_without_loss_or_regeneration(tmp_path
     assert summary(out)["timings"]["samples_generated"] == 0
 
 
-def test_yaml_config_with_flag_override(tmp_path):
+def test_yaml_config_with_flag_override(tmp_path, tiny_model):
     config = tmp_path / "run.yaml"
     config.write_text("benchmarks: [gsm8k]\ntemplate: no_template\nn: 1\nlimit: 1\nmax_tokens: 64\nprogress: false\n")
-    result = rlvr("eval", "--config", str(config), "--max-tokens", "8", "--out", str(tmp_path / "run"))
+    result = rlvr(
+        "eval", "--config", str(config), "--model", tiny_model, "--max-tokens", "8", "--out", str(tmp_path / "run")
+    )
     assert result.returncode == 0, result.stderr
     resolved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert resolved["max_tokens"] == 8 and resolved["template"] == "no_template" and resolved["limit"] == 1
@@ -222,15 +254,39 @@ def test_bad_yaml_and_unknown_key_are_one_line(tmp_path):
         assert len(result.stderr.strip().splitlines()) == 1 and needle in result.stderr
 
 
-def test_resume_refuses_other_settings(run_a):
+def test_resume_refuses_other_settings(run_a, tiny_model):
     out, _ = run_a
-    result = rlvr("eval", "--benchmarks", "gsm8k,humanevalplus", "--template", "r1", *SMALL, "--out", str(out))
+    result = rlvr(
+        "eval",
+        "--model",
+        tiny_model,
+        "--benchmarks",
+        "gsm8k,humanevalplus",
+        "--template",
+        "r1",
+        *SMALL,
+        "--out",
+        str(out),
+    )
     assert result.returncode == 2 and "template: 'qwen_math' -> 'r1'" in result.stderr
 
 
-def test_resume_regrades_samples_from_an_older_verifier(tmp_path):
+def test_resume_regrades_samples_from_an_older_verifier(tmp_path, tiny_model):
     out = tmp_path / "stale"
-    args = ["eval", "--benchmarks", "gsm8k", "--limit", "2", "--max-tokens", "16", "--no-progress", "--out", str(out)]
+    args = [
+        "eval",
+        "--model",
+        tiny_model,
+        "--benchmarks",
+        "gsm8k",
+        "--limit",
+        "2",
+        "--max-tokens",
+        "16",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     assert rlvr(*args).returncode == 0
     original = samples(out)
     tampered = [
