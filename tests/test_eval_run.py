@@ -44,21 +44,17 @@ BENCH_FIELDS = {
 }
 
 
+def small_run(model, template, out):
+    """GSM8K + HumanEval+ at the SMALL size: the run these tests compare against each other."""
+    return rlvr(
+        "eval", "--model", model, "--benchmarks", "gsm8k,humanevalplus", "--template", template, *SMALL, "--out", out
+    )
+
+
 @pytest.fixture(scope="module")
 def run_a(tmp_path_factory, tiny_model):
     out = tmp_path_factory.mktemp("eval") / "a"
-    result = rlvr(
-        "eval",
-        "--model",
-        tiny_model,
-        "--benchmarks",
-        "gsm8k,humanevalplus",
-        "--template",
-        "qwen_math",
-        *SMALL,
-        "--out",
-        str(out),
-    )
+    result = small_run(tiny_model, "qwen_math", str(out))
     assert result.returncode == 0, result.stderr
     return out, result
 
@@ -95,18 +91,7 @@ def test_run_writes_config_samples_and_summary(run_a):
 
 def test_identical_runs_share_fingerprint_and_samples_and_template_changes_it(run_a, tmp_path, tiny_model):
     out_a, _ = run_a
-    same = rlvr(
-        "eval",
-        "--model",
-        tiny_model,
-        "--benchmarks",
-        "gsm8k,humanevalplus",
-        "--template",
-        "qwen_math",
-        *SMALL,
-        "--out",
-        str(tmp_path / "b"),
-    )
+    same = small_run(tiny_model, "qwen_math", str(tmp_path / "b"))
     assert same.returncode == 0, same.stderr
     assert summary(tmp_path / "b")["fingerprint"] == summary(out_a)["fingerprint"]
     # per-sample seeds: the same command reproduces every completion
@@ -114,18 +99,7 @@ def test_identical_runs_share_fingerprint_and_samples_and_template_changes_it(ru
     assert sorted((key(r), r["completion"]) for r in samples(tmp_path / "b")) == sorted(
         (key(r), r["completion"]) for r in samples(out_a)
     )
-    other = rlvr(
-        "eval",
-        "--model",
-        tiny_model,
-        "--benchmarks",
-        "gsm8k,humanevalplus",
-        "--template",
-        "r1",
-        *SMALL,
-        "--out",
-        str(tmp_path / "c"),
-    )
+    other = small_run(tiny_model, "r1", str(tmp_path / "c"))
     assert other.returncode == 0, other.stderr
     assert summary(tmp_path / "c")["fingerprint"] != summary(out_a)["fingerprint"]
     assert summary(tmp_path / "c")["protocol_fingerprint"] != summary(out_a)["protocol_fingerprint"]
@@ -256,18 +230,7 @@ def test_bad_yaml_and_unknown_key_are_one_line(tmp_path):
 
 def test_resume_refuses_other_settings(run_a, tiny_model):
     out, _ = run_a
-    result = rlvr(
-        "eval",
-        "--model",
-        tiny_model,
-        "--benchmarks",
-        "gsm8k,humanevalplus",
-        "--template",
-        "r1",
-        *SMALL,
-        "--out",
-        str(out),
-    )
+    result = small_run(tiny_model, "r1", str(out))
     assert result.returncode == 2 and "template: 'qwen_math' -> 'r1'" in result.stderr
 
 

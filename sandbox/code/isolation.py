@@ -162,18 +162,26 @@ def build_root(layout: RootLayout, scratch_mb: int, scratch_files: int, program_
     is mounted later, by PID 1.
     """
     mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # Hold every bind source open before the tmpfs covers /tmp: an interpreter or a virtual
+    # environment that lives under /tmp (a CI checkout, say) stays reachable through its descriptor.
+    sources = [*layout.readonly_dirs, *layout.readonly_files, *(source for source, _ in layout.packages)]
+    held = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in dict.fromkeys(sources)}
     _tmpfs("/tmp", 1024, 16, "0700")
     root = "/tmp/root"
     os.mkdir(root)
     _tmpfs(root, 16 << 10, 512, "0755")
-    for directory in layout.readonly_dirs:
-        bind_readonly(directory, root + directory)
-    for path in layout.readonly_files:
-        bind_readonly(path, root + path)
+    try:
+        for directory in layout.readonly_dirs:
+            bind_readonly(f"/proc/self/fd/{held[directory]}", root + directory)
+        for path in layout.readonly_files:
+            bind_readonly(f"/proc/self/fd/{held[path]}", root + path)
+        for source, name in layout.packages:
+            bind_readonly(f"/proc/self/fd/{held[source]}", f"{root}{SITE_DIR}/{name}")
+    finally:
+        for fd in held.values():
+            os.close(fd)
     for target, name in layout.symlinks:
         os.symlink(target, os.path.join(root, name))
-    for source, name in layout.packages:
-        bind_readonly(source, f"{root}{SITE_DIR}/{name}")
     for directory in (SCRATCH_DIR, PROGRAM_DIR, "/proc", "/dev", "/etc"):
         os.makedirs(root + directory, exist_ok=True)
     _tmpfs(root + SCRATCH_DIR, scratch_mb << 10, scratch_files, "1777")
