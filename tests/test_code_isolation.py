@@ -2,10 +2,12 @@
 
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 from code_helpers import sandbox_processes, zombies
@@ -218,3 +220,34 @@ def test_non_root_callers_are_refused_not_run_unsafely():
     lines = proc.stdout.splitlines()
     assert lines[0] == "sandbox_error", proc.stderr
     assert "need root" in lines[1]
+
+
+def test_packages_under_tmp_are_reachable_inside_the_sandbox():
+    """The sandbox covers /tmp with its own tmpfs: bind sources under /tmp (a CI checkout's
+    virtual environment) must still be bound in (before the fix every code test there failed)."""
+    from sandbox.code.isolation import CLONE_NEWNS, RootLayout, build_root, default_layout, unshare
+
+    if os.getuid() != 0:
+        pytest.skip("building a sandbox root needs root (as the sandbox itself does)")
+    site = Path(tempfile.mkdtemp(dir="/tmp", prefix="rlvr-site-"))
+    try:
+        (site / "probe_pkg").mkdir()
+        (site / "probe_pkg" / "__init__.py").write_text("VALUE = 42\n")
+        base = default_layout()
+        layout = RootLayout(
+            base.readonly_dirs, base.readonly_files, base.symlinks, ((str(site / "probe_pkg"), "probe_pkg"),)
+        )
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                unshare(CLONE_NEWNS)
+                build_root(layout, 16, 64, 64)
+                code = 0 if open("/site/probe_pkg/__init__.py").read() == "VALUE = 42\n" else 3
+            except BaseException:
+                code = 2
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        shutil.rmtree(site)
