@@ -23,7 +23,6 @@ import logging
 import sys
 import threading
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -31,10 +30,16 @@ from typing import Any, Iterator
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from sandbox.code.languages import LANGUAGES
-from sandbox.code.limits import check_caps
-from sandbox.rewards import openrlhf_items, openrlhf_response
-from sandbox.service import BadItem, GradingService, Item, failure_verdict, parse_item, timeout_verdict, verdict_row
+from sandbox.rewards import openrlhf_response
+from sandbox.server_metrics import Metrics
+from sandbox.server_protocols import (
+    HTTPProblem,
+    grade_request,
+    openrlhf_request,
+    run_code_request,
+    sandbox_fusion_response,
+)
+from sandbox.service import GradingService, Item, failure_verdict, timeout_verdict, verdict_row
 from sandbox.verdict import Verdict
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER, PACKAGE_VERSION
 
@@ -54,7 +59,6 @@ DEFAULT_LIMIT_CAPS: dict[str, float] = {
     "compile_time_s": 120.0,
     "compile_memory_mb": 4096,
 }
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 MATH_CHUNK = 64
 log = logging.getLogger("rlvr.serve")
 
@@ -87,108 +91,6 @@ class ServerConfig:
         unknown = set(self.limit_caps) - set(DEFAULT_LIMIT_CAPS)
         if unknown:
             raise ValueError(f"unknown limit cap(s) {sorted(unknown)}; known: {sorted(DEFAULT_LIMIT_CAPS)}")
-
-
-def check_item_caps(item: Item, index: int, caps: dict[str, float]) -> None:
-    """Refuse (``BadItem``, naming the field) a code item whose limits exceed the caps."""
-    if item.kind != "code":
-        return
-    where = f"items[{index}]"
-    try:
-        check_caps(item.payload.get("limits"), caps, f"{where}.limits")
-    except ValueError as exc:
-        raise BadItem(str(exc)) from exc
-    tests = item.payload.get("tests")
-    if isinstance(tests, list):
-        for number, test in enumerate(tests):
-            value = test.get("time_s") if isinstance(test, dict) else None
-            if isinstance(value, (int, float)) and value > caps.get("time_s", float("inf")):
-                raise BadItem(
-                    f"{where}.tests[{number}].time_s: {value!r} exceeds this server's cap of {caps['time_s']:g}"
-                )
-
-
-class Histogram:
-    def __init__(self) -> None:
-        self.counts = [0] * len(LATENCY_BUCKETS)
-        self.total = 0
-        self.sum = 0.0
-
-    def observe(self, seconds: float) -> None:
-        self.total += 1
-        self.sum += seconds
-        for i, bound in enumerate(LATENCY_BUCKETS):
-            if seconds <= bound:
-                self.counts[i] += 1
-
-    def render(self, name: str, labels: str) -> list[str]:
-        sep = "," if labels else ""
-        lines = [f'{name}_bucket{{{labels}{sep}le="{b}"}} {c}' for b, c in zip(LATENCY_BUCKETS, self.counts)]
-        lines.append(f'{name}_bucket{{{labels}{sep}le="+Inf"}} {self.total}')
-        lines.append(f"{name}_sum{{{labels}}} {self.sum:.6f}" if labels else f"{name}_sum {self.sum:.6f}")
-        lines.append(f"{name}_count{{{labels}}} {self.total}" if labels else f"{name}_count {self.total}")
-        return lines
-
-
-@dataclass
-class Metrics:
-    requests: Counter = field(default_factory=Counter)
-    items: Counter = field(default_factory=Counter)
-    request_latency: dict[str, Histogram] = field(default_factory=dict)
-    item_latency: dict[str, Histogram] = field(default_factory=dict)
-    queued: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def observe_request(self, endpoint: str, status: int, seconds: float) -> None:
-        with self.lock:
-            self.requests[(endpoint, status)] += 1
-            self.request_latency.setdefault(endpoint, Histogram()).observe(seconds)
-
-    def observe_items(self, kind: str, rows: list[dict[str, Any]]) -> None:
-        with self.lock:
-            for row in rows:
-                self.items[(kind, row["reason"])] += 1
-                self.item_latency.setdefault(kind, Histogram()).observe((row.get("elapsed_ms") or 0) / 1000)
-
-    def render(self, restarts: dict[str, int]) -> str:
-        with self.lock:
-            out = [
-                "# HELP rlvr_requests_total HTTP requests by endpoint and status.",
-                "# TYPE rlvr_requests_total counter",
-            ]
-            out += [
-                f'rlvr_requests_total{{endpoint="{e}",status="{s}"}} {n}' for (e, s), n in sorted(self.requests.items())
-            ]
-            out += [
-                "# HELP rlvr_items_total Graded items by kind and verdict reason.",
-                "# TYPE rlvr_items_total counter",
-            ]
-            out += [f'rlvr_items_total{{kind="{k}",reason="{r}"}} {n}' for (k, r), n in sorted(self.items.items())]
-            out += [
-                "# HELP rlvr_queue_items Items accepted and not yet answered.",
-                "# TYPE rlvr_queue_items gauge",
-                f"rlvr_queue_items {self.queued}",
-            ]
-            out += ["# HELP rlvr_request_seconds Request latency.", "# TYPE rlvr_request_seconds histogram"]
-            for endpoint, hist in sorted(self.request_latency.items()):
-                out += hist.render("rlvr_request_seconds", f'endpoint="{endpoint}"')
-            out += ["# HELP rlvr_item_seconds Grading time per item.", "# TYPE rlvr_item_seconds histogram"]
-            for kind, hist in sorted(self.item_latency.items()):
-                out += hist.render("rlvr_item_seconds", f'kind="{kind}"')
-        out += [
-            "# HELP rlvr_worker_restarts_total Grading workers killed and replaced.",
-            "# TYPE rlvr_worker_restarts_total counter",
-        ]
-        out += [f'rlvr_worker_restarts_total{{kind="{k}"}} {n}' for k, n in sorted(restarts.items())]
-        return "\n".join(out) + "\n"
-
-
-class HTTPProblem(Exception):
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
 
 
 class ServerState:
@@ -281,86 +183,6 @@ class ServerState:
             )  # type: ignore[union-attr]
 
 
-def grade_request(body: Any, config: ServerConfig) -> tuple[list[Item], float]:
-    """``/v1/grade``: the items (each within the limit caps) and the request's deadline."""
-    if not isinstance(body, dict):
-        raise HTTPProblem(422, "body: expected an object with 'items'")
-    raw = body.get("items")
-    if not isinstance(raw, list):
-        raise HTTPProblem(422, "items: required list of {id, kind, completion, answer | tests}")
-    try:
-        items = [parse_item(r, i) for i, r in enumerate(raw)]
-        for index, item in enumerate(items):
-            check_item_caps(item, index, config.limit_caps)
-    except BadItem as exc:
-        raise HTTPProblem(422, str(exc)) from exc
-    timeout = body.get("timeout", config.request_timeout)
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-        raise HTTPProblem(422, "timeout: must be a positive number of seconds")
-    return items, time.monotonic() + min(float(timeout), config.request_timeout)
-
-
-def openrlhf_request(body: Any, config: ServerConfig) -> list[Item]:
-    """``/get_reward`` (OpenRLHF's remote reward protocol): one item per query."""
-    if not isinstance(body, dict):
-        raise HTTPProblem(422, "body: expected an object with 'query', 'prompts', 'labels'")
-    queries = body.get("query")
-    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-        raise HTTPProblem(422, "query: required list of strings (prompt + response)")
-    labels = body.get("labels")
-    if labels is None:
-        raise HTTPProblem(422, "labels: required (set OpenRLHF's label key to the gold-answer column)")
-    try:
-        items = openrlhf_items(queries, body.get("prompts"), labels)
-        for index, item in enumerate(items):
-            check_item_caps(item, index, config.limit_caps)
-    except (BadItem, ValueError, TypeError, KeyError) as exc:
-        raise HTTPProblem(422, f"labels/prompts: {exc}") from exc
-    return items
-
-
-def run_code_request(body: Any, config: ServerConfig) -> tuple[str, str, str, dict[str, Any] | None]:
-    """``/run_code`` (SandboxFusion's protocol): program, stdin, language and our limits."""
-    if not isinstance(body, dict):
-        raise HTTPProblem(422, "body: expected an object with 'code' and 'language'")
-    code = body.get("code")
-    if not isinstance(code, str):
-        raise HTTPProblem(422, "code: required string")
-    language = body.get("language", "python")
-    if language not in LANGUAGES and language not in ("python3", "c++"):
-        raise HTTPProblem(422, f"language: {language!r} is not supported here; supported: {sorted(LANGUAGES)}")
-    stdin = body.get("stdin") or ""
-    if not isinstance(stdin, str):
-        raise HTTPProblem(422, "stdin: must be a string")
-    if body.get("files"):
-        raise HTTPProblem(422, "files: extra files are not supported by this server (send the program in 'code')")
-    limits: dict[str, Any] = {}
-    for src, dst in (("run_timeout", "time_s"), ("compile_timeout", "compile_time_s")):
-        value = body.get(src)
-        if value is not None:
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise HTTPProblem(422, f"{src}: must be a positive number")
-            limits[dst] = float(value)
-    memory = body.get("memory_limit_MB", -1)
-    if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0:
-        limits["memory_mb"] = int(memory)
-    try:
-        check_caps(limits, config.limit_caps, "run_code")
-    except ValueError as exc:
-        names = {
-            "run_code.time_s": "run_timeout",
-            "run_code.compile_time_s": "compile_timeout",
-            "run_code.memory_mb": "memory_limit_MB",
-        }
-        message = str(exc)
-        for ours, theirs in names.items():
-            message = message.replace(ours, theirs)
-        raise HTTPProblem(422, message) from exc
-    if "time_s" in limits:
-        limits["wall_factor"], limits["wall_grace_s"] = 1.0, 0.5
-    return code, stdin, language, limits or None
-
-
 def request_guard(config: ServerConfig, metrics: Metrics):
     """The HTTP middleware: bearer token, body-size limit, request metrics and one JSON access-log line."""
 
@@ -425,7 +247,7 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
 
     @app.post("/v1/grade")
     async def v1_grade(request: Request):
-        items, deadline = grade_request(await state.read_json(request), config)
+        items, deadline = grade_request(await state.read_json(request), config.limit_caps, config.request_timeout)
         rows = await state.grade(items, deadline)
         return JSONResponse(
             {"results": rows, "verifier": {"math": MATH_VERIFIER, "code": CODE_VERIFIER}},
@@ -434,7 +256,7 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
 
     @app.post("/get_reward")
     async def get_reward(request: Request):
-        items = openrlhf_request(await state.read_json(request), config)
+        items = openrlhf_request(await state.read_json(request), config.limit_caps)
         rows = await state.grade(items, time.monotonic() + config.request_timeout)
         return JSONResponse(
             openrlhf_response([Verdict.from_dict(r) for r in rows]), headers={"x-rlvr-items": str(len(rows))}
@@ -442,7 +264,7 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
 
     @app.post("/run_code")
     async def run_code(request: Request):
-        result = await state.run_program(*run_code_request(await state.read_json(request), config))
+        result = await state.run_program(*run_code_request(await state.read_json(request), config.limit_caps))
         return JSONResponse(sandbox_fusion_response(result), headers={"x-rlvr-items": "1"})
 
     @app.get("/healthz")
@@ -459,64 +281,6 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
         return PlainTextResponse(state.metrics.render(state.service.restarts()), media_type="text/plain; version=0.0.4")  # type: ignore[union-attr]
 
     return app
-
-
-def sandbox_fusion_response(result: dict[str, Any]) -> dict[str, Any]:
-    """Our run outcome in SandboxFusion's shape (what verl's ``sandbox_fusion`` client reads)."""
-    compile_info = result.get("compile")
-    compile_result = None
-    if (
-        compile_info
-        and compile_info.get("status") not in (None, "ok")
-        or (compile_info and "exit_code" in compile_info)
-    ):
-        status = (
-            "TimeLimitExceeded"
-            if compile_info.get("status") == "tle"
-            else "Finished"
-            if compile_info.get("exit_code") is not None
-            else "Error"
-        )
-        compile_result = {
-            "status": status,
-            "execution_time": (compile_info.get("wall_ms") or 0) / 1000,
-            "return_code": compile_info.get("exit_code", 1 if compile_info.get("status") != "ok" else 0),
-            "stdout": compile_info.get("stdout", ""),
-            "stderr": compile_info.get("stderr", ""),
-        }
-    run = result.get("run")
-    run_result = None
-    if run is not None:
-        status = {
-            "ok": "Finished",
-            "re": "Finished" if run.get("signal") is None else "Error",
-            "tle": "TimeLimitExceeded",
-        }.get(run["status"], "Error")
-        run_result = {
-            "status": status,
-            "execution_time": (run.get("wall_ms") or 0) / 1000,
-            "return_code": run.get("exit_code")
-            if run.get("exit_code") is not None
-            else (-(run.get("signal") or 0) or None),
-            "stdout": run.get("stdout") or "",
-            "stderr": run.get("stderr") or "",
-        }
-    reason = result.get("reason")
-    if reason == "sandbox_error" or (run is None and compile_result is None and reason not in ("compile_error",)):
-        overall = "SandboxError"
-    elif run_result is not None and run_result["status"] == "Finished" and run_result["return_code"] == 0:
-        overall = "Success"
-    else:
-        overall = "Failed"
-    message = "" if overall == "Success" else (result.get("detail") or (run or {}).get("status") or reason or "")
-    return {
-        "status": overall,
-        "message": message,
-        "compile_result": compile_result,
-        "run_result": run_result,
-        "executor_pod_name": None,
-        "files": {},
-    }
 
 
 def serve(config: ServerConfig) -> None:

@@ -336,7 +336,8 @@ def test_bad_limit_caps_are_one_line_errors(cap, words):
 
 
 def test_limit_caps_are_the_servers_choice():
-    from sandbox.server import DEFAULT_LIMIT_CAPS, check_item_caps
+    from sandbox.server import DEFAULT_LIMIT_CAPS
+    from sandbox.server_protocols import check_item_caps
     from sandbox.service import BadItem, parse_item
 
     item = parse_item(

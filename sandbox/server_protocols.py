@@ -1,0 +1,178 @@
+"""The reward server's wire protocols: requests read and checked per protocol (ours, OpenRLHF's
+``/get_reward``, SandboxFusion's ``/run_code``) and answers shaped for each, independent of the
+web framework. A bad request is an ``HTTPProblem`` naming the field."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sandbox.code.languages import LANGUAGES
+from sandbox.code.limits import check_caps
+from sandbox.rewards import openrlhf_items
+from sandbox.service import BadItem, Item, parse_item
+
+
+class HTTPProblem(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def check_item_caps(item: Item, index: int, caps: dict[str, float]) -> None:
+    """Refuse (``BadItem``, naming the field) a code item whose limits exceed the caps."""
+    if item.kind != "code":
+        return
+    where = f"items[{index}]"
+    try:
+        check_caps(item.payload.get("limits"), caps, f"{where}.limits")
+    except ValueError as exc:
+        raise BadItem(str(exc)) from exc
+    tests = item.payload.get("tests")
+    if isinstance(tests, list):
+        for number, test in enumerate(tests):
+            value = test.get("time_s") if isinstance(test, dict) else None
+            if isinstance(value, (int, float)) and value > caps.get("time_s", float("inf")):
+                raise BadItem(
+                    f"{where}.tests[{number}].time_s: {value!r} exceeds this server's cap of {caps['time_s']:g}"
+                )
+
+
+def grade_request(body: Any, caps: dict[str, float], max_timeout: float) -> tuple[list[Item], float]:
+    """``/v1/grade``: the items (each within the limit caps) and the request's deadline."""
+    if not isinstance(body, dict):
+        raise HTTPProblem(422, "body: expected an object with 'items'")
+    raw = body.get("items")
+    if not isinstance(raw, list):
+        raise HTTPProblem(422, "items: required list of {id, kind, completion, answer | tests}")
+    try:
+        items = [parse_item(r, i) for i, r in enumerate(raw)]
+        for index, item in enumerate(items):
+            check_item_caps(item, index, caps)
+    except BadItem as exc:
+        raise HTTPProblem(422, str(exc)) from exc
+    timeout = body.get("timeout", max_timeout)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise HTTPProblem(422, "timeout: must be a positive number of seconds")
+    return items, time.monotonic() + min(float(timeout), max_timeout)
+
+
+def openrlhf_request(body: Any, caps: dict[str, float]) -> list[Item]:
+    """``/get_reward`` (OpenRLHF's remote reward protocol): one item per query."""
+    if not isinstance(body, dict):
+        raise HTTPProblem(422, "body: expected an object with 'query', 'prompts', 'labels'")
+    queries = body.get("query")
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise HTTPProblem(422, "query: required list of strings (prompt + response)")
+    labels = body.get("labels")
+    if labels is None:
+        raise HTTPProblem(422, "labels: required (set OpenRLHF's label key to the gold-answer column)")
+    try:
+        items = openrlhf_items(queries, body.get("prompts"), labels)
+        for index, item in enumerate(items):
+            check_item_caps(item, index, caps)
+    except (BadItem, ValueError, TypeError, KeyError) as exc:
+        raise HTTPProblem(422, f"labels/prompts: {exc}") from exc
+    return items
+
+
+def run_code_request(body: Any, caps: dict[str, float]) -> tuple[str, str, str, dict[str, Any] | None]:
+    """``/run_code`` (SandboxFusion's protocol): program, stdin, language and our limits."""
+    if not isinstance(body, dict):
+        raise HTTPProblem(422, "body: expected an object with 'code' and 'language'")
+    code = body.get("code")
+    if not isinstance(code, str):
+        raise HTTPProblem(422, "code: required string")
+    language = body.get("language", "python")
+    if language not in LANGUAGES and language not in ("python3", "c++"):
+        raise HTTPProblem(422, f"language: {language!r} is not supported here; supported: {sorted(LANGUAGES)}")
+    stdin = body.get("stdin") or ""
+    if not isinstance(stdin, str):
+        raise HTTPProblem(422, "stdin: must be a string")
+    if body.get("files"):
+        raise HTTPProblem(422, "files: extra files are not supported by this server (send the program in 'code')")
+    limits: dict[str, Any] = {}
+    for src, dst in (("run_timeout", "time_s"), ("compile_timeout", "compile_time_s")):
+        value = body.get(src)
+        if value is not None:
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise HTTPProblem(422, f"{src}: must be a positive number")
+            limits[dst] = float(value)
+    memory = body.get("memory_limit_MB", -1)
+    if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0:
+        limits["memory_mb"] = int(memory)
+    try:
+        check_caps(limits, caps, "run_code")
+    except ValueError as exc:
+        names = {
+            "run_code.time_s": "run_timeout",
+            "run_code.compile_time_s": "compile_timeout",
+            "run_code.memory_mb": "memory_limit_MB",
+        }
+        message = str(exc)
+        for ours, theirs in names.items():
+            message = message.replace(ours, theirs)
+        raise HTTPProblem(422, message) from exc
+    if "time_s" in limits:
+        limits["wall_factor"], limits["wall_grace_s"] = 1.0, 0.5
+    return code, stdin, language, limits or None
+
+
+def sandbox_fusion_response(result: dict[str, Any]) -> dict[str, Any]:
+    """Our run outcome in SandboxFusion's shape (what verl's ``sandbox_fusion`` client reads)."""
+    compile_info = result.get("compile")
+    compile_result = None
+    if (
+        compile_info
+        and compile_info.get("status") not in (None, "ok")
+        or (compile_info and "exit_code" in compile_info)
+    ):
+        status = (
+            "TimeLimitExceeded"
+            if compile_info.get("status") == "tle"
+            else "Finished"
+            if compile_info.get("exit_code") is not None
+            else "Error"
+        )
+        compile_result = {
+            "status": status,
+            "execution_time": (compile_info.get("wall_ms") or 0) / 1000,
+            "return_code": compile_info.get("exit_code", 1 if compile_info.get("status") != "ok" else 0),
+            "stdout": compile_info.get("stdout", ""),
+            "stderr": compile_info.get("stderr", ""),
+        }
+    run = result.get("run")
+    run_result = None
+    if run is not None:
+        status = {
+            "ok": "Finished",
+            "re": "Finished" if run.get("signal") is None else "Error",
+            "tle": "TimeLimitExceeded",
+        }.get(run["status"], "Error")
+        run_result = {
+            "status": status,
+            "execution_time": (run.get("wall_ms") or 0) / 1000,
+            "return_code": run.get("exit_code")
+            if run.get("exit_code") is not None
+            else (-(run.get("signal") or 0) or None),
+            "stdout": run.get("stdout") or "",
+            "stderr": run.get("stderr") or "",
+        }
+    reason = result.get("reason")
+    if reason == "sandbox_error" or (run is None and compile_result is None and reason not in ("compile_error",)):
+        overall = "SandboxError"
+    elif run_result is not None and run_result["status"] == "Finished" and run_result["return_code"] == 0:
+        overall = "Success"
+    else:
+        overall = "Failed"
+    message = "" if overall == "Success" else (result.get("detail") or (run or {}).get("status") or reason or "")
+    return {
+        "status": overall,
+        "message": message,
+        "compile_result": compile_result,
+        "run_result": run_result,
+        "executor_pod_name": None,
+        "files": {},
+    }
