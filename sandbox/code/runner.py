@@ -22,37 +22,19 @@ import shutil
 import signal
 import struct
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from sandbox.code.cgroups import SUPERVISOR_MB
-from sandbox.code.channels import BUSY_PATIENCE, COALESCE_S, STDERR_TAIL, BatchReader, Feed, FrameReader, Outcome
+from sandbox.code.channels import BUSY_PATIENCE, COALESCE_S, BatchReader, Feed, FrameReader, Outcome
 from sandbox.code.child import enter_child, python_calls, python_main, python_streams
 from sandbox.code.isolation import PROGRAM_DIR, SCRATCH_DIR, ResourceLimits, fresh_scratch
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
+from sandbox.code.pump import PIPE_BYTES, Child, SetupFailed, pump
 from sandbox.code.tester import python_tester
 
 READY_WAIT_S = 10.0
-#: Pipes to and from children are enlarged to this (fewer wakeups for large values).
-PIPE_BYTES = 1 << 20
 F_SETPIPE_SZ = 1031
-
-
-class SetupFailed(RuntimeError):
-    """The child died before the program started: a sandbox fault, never the program's."""
-
-
-@dataclass
-class Child:
-    pid: int
-    pidfd: int
-    start: float
-    fds: dict[str, int | None]
-    exited: bool = False
-    status: int = 0
-    cpu_s: float = 0.0
-    max_rss_kb: int = 0
 
 
 class Supervisor:
@@ -210,126 +192,6 @@ class Supervisor:
         child.max_rss_kb = usage.ru_maxrss
         return True
 
-    def pump(
-        self,
-        child: Child,
-        outcome: Outcome,
-        deadline: Callable[[], float],
-        cpu_limit: Callable[[], float | None],
-        feed: Feed | None = None,
-        feed_key: str = "stdin",
-        reader: Any = None,
-        coalesce_s: float = 0.0,
-        patience: Callable[[], float] = lambda: 0.0,
-    ) -> bool:
-        """Move bytes until the child exits or ``reader`` has a complete message, enforcing the
-        output caps, the wall clock and the CPU budget. Never blocks on the child. Returns True
-        when the reader is satisfied. ``coalesce_s``: wake at most this often, so answers to
-        many short calls are read together (timings are then this coarse). ``patience``: how
-        much longer than its wall clock a runnable program under its CPU budget may take."""
-        cap = self.limits.output_kb * 1024
-        feed = feed or Feed()
-        fds = child.fds
-        if not feed.data and feed_key == "stdin" and fds["stdin"] is not None:
-            os.close(fds["stdin"])
-            fds["stdin"] = None
-        out, err = bytearray(outcome.stdout), bytearray(outcome.stderr)
-        err_total, exited_at, next_cpu_check = 0, None, 0.0
-        satisfied, woke = False, 0.0
-        try:
-            while True:
-                now = time.monotonic()
-                if coalesce_s and now - woke < coalesce_s:
-                    time.sleep(coalesce_s - (now - woke))
-                    now = time.monotonic()
-                woke = now
-                limit = cpu_limit()
-                if now >= deadline():
-                    # A program that is runnable (starved by a busy machine, not sleeping) and
-                    # still within its CPU budget gets more wall time, up to ``patience``.
-                    if (
-                        exited_at is None
-                        and limit is not None
-                        and now < deadline() + patience()
-                        and _runnable(child.pid)
-                        and self.cpu_s(child) < limit
-                    ):
-                        if "machine busy: wall clock extended" not in outcome.notes:
-                            outcome.notes.append("machine busy: wall clock extended")
-                    else:
-                        outcome.status = "tle"
-                        outcome.notes.append("wall clock limit")
-                        break
-                if limit is not None and now >= next_cpu_check:
-                    next_cpu_check = now + 0.02
-                    if self.cpu_s(child) >= limit:
-                        outcome.status = "tle"
-                        outcome.notes.append("cpu time limit")
-                        break
-                reads = [fd for fd in (fds["stdout"], fds["stderr"], fds["from_child"]) if fd is not None]
-                writes = [fds[feed_key]] if feed.data and fds[feed_key] is not None else []
-                if exited_at is None and self._reap(child):
-                    exited_at = now
-                if exited_at is not None and (not reads or now - exited_at > 0.05):
-                    break
-                watch = reads + ([child.pidfd] if exited_at is None else [])
-                timeout = min(
-                    max(deadline() - now, 0),
-                    0.02 if limit is not None else 0.25,
-                    0.01 if exited_at is not None else 1.0,
-                )
-                try:
-                    r_ready, w_ready, _ = select.select(watch, writes, [], timeout)
-                except InterruptedError:
-                    continue
-                for fd in w_ready:
-                    try:
-                        feed.data = feed.data[os.write(fd, feed.data[: 1 << 16]) :]
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        feed.data = memoryview(b"")
-                    if not feed.data and feed_key == "stdin":
-                        os.close(fd)
-                        fds["stdin"] = None
-                for fd in r_ready:
-                    if fd == child.pidfd:
-                        continue
-                    try:
-                        chunk = os.read(fd, PIPE_BYTES)
-                    except OSError:
-                        chunk = b""
-                    key = "stdout" if fd == fds["stdout"] else "stderr" if fd == fds["stderr"] else "from_child"
-                    if not chunk:
-                        os.close(fd)
-                        fds[key] = None
-                        continue
-                    if key == "stdout":
-                        out += chunk
-                        if len(out) > cap:
-                            del out[cap:]
-                            outcome.status = "ole"
-                            outcome.notes.append("stdout limit")
-                            return False
-                    elif key == "stderr":
-                        err_total += len(chunk)
-                        err += chunk
-                        if len(err) > 4 * STDERR_TAIL:
-                            del err[: len(err) - STDERR_TAIL]
-                        if err_total > cap:
-                            outcome.status = "ole"
-                            outcome.notes.append("stderr limit")
-                            return False
-                    elif reader is not None and reader.feed(
-                        chunk, time.monotonic(), getattr(reader, "cpu", None) or (lambda: self.cpu_s(child))
-                    ):
-                        satisfied = True
-                if satisfied:
-                    return True
-        finally:
-            outcome.stdout, outcome.stderr = bytes(out), bytes(err)
-        return False
-
     def classify(self, child: Child, outcome: Outcome, cpu_limit_s: float, cpu_before: float, oom_before: int) -> None:
         """Turn what was observed into ok / re / tle / mle (ole and wall-clock tle are set by
         ``pump``). Never from what the program printed or which exit code it chose."""
@@ -392,9 +254,12 @@ class Supervisor:
         child = self.spawn(target, step=step, time_s=time_s)
         if self.cgroup is None:
             cpu_before = 0.0
-        self.pump(
+        pump(
             child,
             outcome,
+            self.limits.output_kb,
+            self._reap,
+            self.cpu_s,
             lambda: child.start + wall_s,
             lambda: cpu_before + time_s,
             Feed(stdin),
@@ -466,9 +331,12 @@ class Supervisor:
             fresh,
         )
         spare = Outcome()
-        done = self.pump(
+        done = pump(
             child,
             spare,
+            self.limits.output_kb,
+            self._reap,
+            self.cpu_s,
             batch.deadline,
             batch.cpu_limit,
             Feed(b"".join(request for request, _, _ in calls)),
@@ -515,7 +383,18 @@ class Supervisor:
         feed = Feed(spec)
         reader = FrameReader(self.limits.result_mb << 21)
         while True:
-            if not self.pump(child, outcome, lambda: deadline, lambda: None, feed, "to_child", reader):
+            if not pump(
+                child,
+                outcome,
+                self.limits.output_kb,
+                self._reap,
+                self.cpu_s,
+                lambda: deadline,
+                lambda: None,
+                feed,
+                "to_child",
+                reader,
+            ):
                 if outcome.status == "ok":
                     self.classify(child, outcome, float("inf"), 0.0, 0)
                     outcome.status = "tester_died" if outcome.status in ("ok", "re") else outcome.status
@@ -546,12 +425,3 @@ class Supervisor:
             self.close_child(self.call_child)
             self.kill_everything(self.call_child)
             self.call_child = None
-
-
-def _runnable(pid: int) -> bool:
-    """Is the process running or waiting for a CPU (state ``R``), as opposed to sleeping?"""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] == b"R"
-    except (OSError, IndexError):
-        return False
