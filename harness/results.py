@@ -135,11 +135,8 @@ def _with_intervals(flat: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def summary_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """The rows ``load_summaries`` makes of one run (none for a run without a summary)."""
-    summary = read_summary(run_dir)
-    if summary is None:
-        return []
+def summary_rows(summary: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+    """The rows ``load_summaries`` makes of one run's summary (one per benchmark)."""
     head = {
         "run": run_dir.name,
         "run_path": str(run_dir),
@@ -164,7 +161,7 @@ def load_summaries(paths: str | Path | Iterable[str | Path]) -> "pandas.DataFram
     """One row per run x benchmark with every summary field (see the module docstring)."""
     import pandas
 
-    rows = [row for run in run_directories(paths) for row in summary_rows(run)]
+    rows = [row for run in run_directories(paths) for row in summary_rows(read_summary(run) or {}, run)]
     return pandas.DataFrame(rows, columns=None if rows else ["run", "run_path", "fingerprint", "benchmark"])
 
 

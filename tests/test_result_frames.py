@@ -3,7 +3,6 @@ leaderboard's parquet file, and the README's "Analyse results" example run as wr
 
 import json
 import re
-import shutil
 
 import pandas
 import pytest
@@ -115,7 +114,6 @@ def test_paths_that_do_not_exist_are_one_clear_error(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         load_summaries(tmp_path / "nothing")
     assert load_samples(tmp_path).empty and list(load_summaries(tmp_path).columns)[:2] == ["run", "run_path"]
-    shutil.rmtree(tmp_path)
 
 
 @pytest.mark.parametrize("fmt", ["hf", "parquet", "jsonl"])

@@ -12,7 +12,7 @@ from harness.leaderboard.html import render_page
 from harness.leaderboard.plots import all_plots
 from harness.leaderboard.tables import Table, build_tables, cell_text, collect_runs, describe_protocol, protocol_values
 from harness.report_format import markdown_table, percent
-from harness.results import load_summaries
+from harness.results import summary_rows
 
 CSV_FIELDS = [
     "table",
@@ -96,49 +96,42 @@ CSV_SOURCES = {
 
 
 def leaderboard_frame(tables: list[Table], link_prefix: str):
-    """Every summary field of every ranked cell (``load_summaries``), plus its table, rank, the
-    model's display name, the column label and the run's link: leaderboard.parquet, and the
-    source of leaderboard.csv."""
+    """Every summary field of every ranked cell (``load_summaries``' columns, from the summaries the
+    tables already hold), plus its table, rank, the model's display name, the column label, the
+    run's link and pass@k at the largest k: leaderboard.parquet, and the source of leaderboard.csv."""
     import pandas
 
-    placed = []
+    rows = []
     for index, table in enumerate(tables):
         for row in table.rows:
+            fields = {r["benchmark"]: r for r in summary_rows(row["summary"], row["path"])}
             for label, name in table.columns:
-                if label in row["cells"]:
-                    placed.append(
-                        {
-                            "table": index,
-                            "rank": row["rank"],
-                            "display_model": row["model"],
-                            "column": label,
-                            "benchmark": name,
-                            "run_path": str(row["path"]),
-                            "link": f"{link_prefix}{row['link']}",
-                        }
-                    )
-    summaries = load_summaries(sorted({p["run_path"] for p in placed}))
-    frame = pandas.DataFrame(placed).merge(summaries, on=["run_path", "benchmark"], how="left")
-    pass_columns = sorted(
-        (c for c in frame.columns if c.startswith("pass_at_k.") and c.endswith(".value")),
-        key=lambda c: int(c.split(".")[1]),
-    )
-    last = frame[pass_columns].apply(lambda r: r.last_valid_index(), axis=1) if pass_columns else None
-    frame["k"] = [None if c is None else int(c.split(".")[1]) for c in last] if last is not None else None
-    frame["pass_at_k"] = (
-        [None if c is None else frame.at[i, c] for i, c in enumerate(last)] if last is not None else None
-    )
-    return frame.sort_values(["table", "rank", "column"], kind="stable").reset_index(drop=True)
+                bench = row["cells"].get(label)
+                if bench is None:
+                    continue
+                ks = sorted(bench.get("pass_at_k") or {}, key=int)
+                rows.append(
+                    {
+                        **fields[name],
+                        "table": index,
+                        "rank": row["rank"],
+                        "display_model": row["model"],
+                        "column": label,
+                        "link": f"{link_prefix}{row['link']}",
+                        "k": int(ks[-1]) if ks else None,
+                        "pass_at_k": bench["pass_at_k"][ks[-1]]["value"] if ks else None,
+                    }
+                )
+    return pandas.DataFrame(rows)
 
 
 def csv_text(frame) -> str:
     """leaderboard.csv: the ranked cells, one row each, in the columns of ``CSV_FIELDS``."""
-    table = frame.rename(columns={"display_model": "model_display"})
-    out = table.assign(
-        model=table["model_display"],
-        benchmark=table["column"],
-        run_path=table["link"],
-        **{name: table[source] for name, source in CSV_SOURCES.items() if source in table.columns},
+    out = frame.assign(
+        model=frame["display_model"],
+        benchmark=frame["column"],
+        run_path=frame["link"],
+        **{name: frame[source] for name, source in CSV_SOURCES.items() if source in frame.columns},
     )
     return out.reindex(columns=CSV_FIELDS).to_csv(index=False, lineterminator="\r\n")
 
