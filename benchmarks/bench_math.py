@@ -9,9 +9,16 @@ Workloads (every pair labelled):
 Both graders see the same completions and gold strings. math-verify runs as its users run it
 (``verify(parse(gold), parse(completion))`` in one process, its own timeouts; a bare answer that
 its extractors miss is retried wrapped in ``$...$``, as the survey did); ours runs through
-``MathGrader.verify_batch`` with a warm pool. Usage:
+``MathGrader.verify_batch`` with a warm pool.
+
+``--pool`` compares pool against pool on the same cores: math-verify on a process pool of
+``--workers`` processes (``ProcessPoolExecutor.map``, chunks of 32) against ours with as many
+symbolic workers and shards, on 10,000 labelled pairs of each kind from
+``benchmarks/math_workloads.py`` (``reasoning``: a boxed answer after >= 1 KB of worked
+solution; ``short``: one sentence), then our throughput with 1..N shards. Usage:
 
     python benchmarks/bench_math.py [--workers 2] [--limit N] [--skip-math-verify]
+    python benchmarks/bench_math.py --pool [--workers 2] [--pairs 10000]
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from sandbox import MathGrader  # noqa: E402
 
@@ -104,6 +112,59 @@ def run_math_verify(pairs: list[dict]) -> tuple[list[bool], float, list[float]]:
     return results, time.perf_counter() - start, latencies
 
 
+def _math_verify_one(pair: dict) -> bool:
+    from math_verify import parse, verify
+
+    try:
+        predicted = parse(pair["completion"]) or parse(f"${pair['completion']}$")
+        return bool(verify(parse(f"${pair['answer']}$"), predicted))
+    except BaseException:  # its timeout exception derives from BaseException
+        return False
+
+
+def run_math_verify_pool(pairs: list[dict], workers: int) -> tuple[list[bool], float, list[float]]:
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers) as pool:
+        list(pool.map(_math_verify_one, pairs[: 8 * workers], chunksize=4))  # import and warm every process
+        start = time.perf_counter()
+        results = list(pool.map(_math_verify_one, pairs, chunksize=32))
+        seconds = time.perf_counter() - start
+    return results, seconds, [seconds * 1000 / len(pairs)] * len(pairs)
+
+
+def run_ours_sharded(pairs: list[dict], workers: int, shards: int) -> tuple[list[bool], float, list[float]]:
+    grader = MathGrader(workers=workers, shards=shards)
+    grader.warm_up()
+    grader.verify_batch(reference_pairs() * 4)  # warm on other pairs: the timed ones start uncached
+    start = time.perf_counter()
+    verdicts = grader.verify_batch(pairs)
+    seconds = time.perf_counter() - start
+    grader.close()
+    return [v.correct for v in verdicts], seconds, [v.elapsed_ms for v in verdicts]
+
+
+def pool_comparison(workers: int, n_pairs: int, skip_math_verify: bool) -> None:
+    from math_workloads import pairs as workload
+
+    rows = []
+    for kind in ("reasoning", "short"):
+        pairs = workload(n_pairs, kind)
+        ours = run_ours_sharded(pairs, workers, workers)
+        theirs = None if skip_math_verify else run_math_verify_pool(pairs, workers)
+        rows.append(summarize(f"{kind} (pool of {workers})", pairs, ours, theirs))
+        print(f"[{kind}] done", file=sys.stderr)
+    print_table(rows)
+    print(f"\nscaling (reasoning, {n_pairs} pairs, {workers} symbolic workers):")
+    pairs = workload(n_pairs, "reasoning")
+    base = None
+    for shards in range(1, workers + 1):
+        _, seconds, _ = run_ours_sharded(pairs, workers, shards)
+        rate = len(pairs) / seconds
+        base = base or rate
+        print(f"  shards {shards}: {rate:,.0f} pairs/s ({rate / base:.2f}x of 1 shard)")
+
+
 def summarize(name: str, pairs: list[dict], ours, theirs) -> dict:
     labels = [p["label"] for p in pairs]
     row = {"workload": name, "n": len(pairs)}
@@ -143,7 +204,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--limit", type=int, default=None, help="rows per benchmark (default: all)")
     parser.add_argument("--skip-math-verify", action="store_true")
+    parser.add_argument("--pool", action="store_true", help="pool-vs-pool comparison on 10,000-pair workloads")
+    parser.add_argument("--pairs", type=int, default=10000, help="pairs per workload with --pool")
     args = parser.parse_args()
+    if args.pool:
+        pool_comparison(args.workers, args.pairs, args.skip_math_verify)
+        return
     workloads = {"reference-79": reference_pairs(), "benchmarks": benchmark_pairs(args.limit)}
     workloads["all"] = workloads["reference-79"] + workloads["benchmarks"]
     rows = []

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
@@ -19,6 +20,8 @@ from sandbox.verdict import Verdict
 
 OUTPUT_FIELDS = ("id", "correct", "reward", "reason", "extracted", "elapsed_ms")
 CHUNK_ROWS = 256
+#: chunks graded concurrently by ``grade_stream``
+WINDOW_CHUNKS = 4
 
 
 @dataclass
@@ -80,9 +83,8 @@ def output_row(
 ) -> dict[str, Any]:
     """One output row: the verdict fields, then the input's own fields passed through."""
     out: dict[str, Any] = {"id": (row or {}).get("id", f"line-{number}")}
-    data = asdict(verdict)
     for key in OUTPUT_FIELDS[1:] + extra_fields:
-        out[key] = data[key]
+        out[key] = getattr(verdict, key)
     out["detail"] = verdict.detail
     out["verifier"] = verdict.verifier
     for key, value in (row or {}).items():
@@ -99,15 +101,20 @@ def grade_stream(
     verifier: str,
     extra_fields: tuple[str, ...] = (),
     progress: Any = None,
+    window: int = WINDOW_CHUNKS,
 ) -> GradeSummary:
-    """Grade rows chunk by chunk with ``grade_chunk`` and ``write`` one output per input row."""
+    """Grade rows chunk by chunk with ``grade_chunk`` and ``write`` one output per input row.
+
+    Up to ``window`` chunks are graded at once (``grade_chunk`` must be thread-safe), so one
+    chunk's slow symbolic item never idles the others; outputs are still written in input order.
+    """
     summary = GradeSummary()
     start = time.perf_counter()
-    chunk: list[tuple[int, dict[str, Any] | None, str]] = []
+    in_flight: deque[tuple[list[tuple[int, dict[str, Any] | None, str]], Future]] = deque()
 
-    def flush() -> None:
-        valid = [(n, r) for n, r, err in chunk if r is not None and not err]
-        verdicts = iter(grade_chunk([r for _, r in valid])) if valid else iter(())
+    def finish() -> None:
+        chunk, job = in_flight.popleft()
+        verdicts = iter(job.result())
         for number, row, error in chunk:
             verdict = Verdict.bad_input(error, verifier) if error or row is None else next(verdicts)
             summary.add(verdict)
@@ -115,18 +122,39 @@ def grade_stream(
         if progress is not None:
             progress.update(len(chunk))
             progress.set_postfix(acc=f"{summary.accuracy:.3f}")
-        chunk.clear()
 
-    for number, row, error in rows:
-        if row is not None and not error:
-            error = validate(row)
-        chunk.append((number, row, error))
-        if len(chunk) >= CHUNK_ROWS:
-            flush()
-    if chunk:
-        flush()
+    def submit(chunk: list[tuple[int, dict[str, Any] | None, str]], executor: ThreadPoolExecutor) -> None:
+        valid = [r for _, r, err in chunk if r is not None and not err]
+        job: Future = executor.submit(grade_chunk, valid) if valid else _done([])
+        in_flight.append((chunk, job))
+        while len(in_flight) > window or (in_flight and in_flight[0][1].done()):
+            finish()
+
+    chunk: list[tuple[int, dict[str, Any] | None, str]] = []
+    with ThreadPoolExecutor(max_workers=max(1, window)) as executor:
+        try:
+            for number, row, error in rows:
+                if row is not None and not error:
+                    error = validate(row)
+                chunk.append((number, row, error))
+                if len(chunk) >= CHUNK_ROWS:
+                    submit(chunk, executor)
+                    chunk = []
+            if chunk:
+                submit(chunk, executor)
+            while in_flight:
+                finish()
+        finally:
+            for _, job in in_flight:
+                job.cancel()
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _done(value: Any) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
 
 
 def count_lines(path: Path) -> int:

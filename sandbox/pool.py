@@ -212,6 +212,9 @@ class WorkerPool:
         try:
             worker.wait_ready(self.startup_timeout)
             response = worker.call(request, timeout)
+        except TypeError:  # not JSON-serialisable: raised before a byte was written
+            self._idle.put(worker)
+            raise
         except (WorkerTimeout, WorkerCrashed, OSError, ValueError) as exc:
             self._retire(worker)
             if isinstance(exc, WorkerTimeout):

@@ -139,8 +139,9 @@ class GradingService:
         code_limits: Any = None,
         unsafe: bool = False,
         cache_size: int = 65536,
+        shards: int | None = None,
     ):
-        self.math = MathGrader(workers=workers, timeout=math_timeout)
+        self.math = MathGrader(workers=workers, timeout=math_timeout, shards=shards)
         self.code = CodeGrader(workers=workers, limits=code_limits, unsafe=unsafe)
         self._cache: OrderedDict[str, Verdict] = OrderedDict()
         self._cache_size = cache_size

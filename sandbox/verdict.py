@@ -6,7 +6,7 @@ could not decide", so unverifiable samples can be masked instead of being taught
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 MATH_REASONS = ("ok", "wrong_answer", "no_answer", "unparseable", "timeout", "grader_error")
@@ -57,10 +57,18 @@ class Verdict:
         return cls(False, 0.0, BAD_INPUT, None, 0.0, verifier, detail)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        if self.passed is None:
-            for key in ("passed", "total", "first_failure"):
-                out.pop(key)
+        # built by hand: ``dataclasses.asdict`` deep-copies and cost more than grading a short item
+        out = {
+            "correct": self.correct,
+            "reward": self.reward,
+            "reason": self.reason,
+            "extracted": self.extracted,
+            "elapsed_ms": self.elapsed_ms,
+            "verifier": self.verifier,
+            "detail": self.detail,
+        }
+        if self.passed is not None:
+            out.update(passed=self.passed, total=self.total, first_failure=self.first_failure)
         return out
 
     @classmethod

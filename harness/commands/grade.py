@@ -46,6 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", required=True, help="output JSONL path, or - for standard output")
     p.add_argument("--workers", type=int, default=None, help="grading worker processes (default: min(4, CPUs))")
     p.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help="math: processes extracting answers in parallel (default: one per core on 4+ cores, else 1)",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=None,
@@ -98,7 +104,8 @@ def _grader(args: argparse.Namespace):
 
         if args.policy not in PRESETS:
             raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")
-        grader = MathGrader(workers=args.workers, timeout=args.timeout or 1.0)
+        grader = MathGrader(workers=args.workers, timeout=args.timeout or 1.0, shards=args.shards)
+        grader.start()
 
         def grade_chunk(rows: list[dict[str, Any]]):
             return grader.verify_batch([{**row, "answer": str(row["answer"])} for row in rows], policy=args.policy)
@@ -121,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--timeout must be a positive number of seconds")
     if args.workers is not None and args.workers < 1:
         raise UserError("--workers must be at least 1")
+    if args.shards is not None and args.shards < 1:
+        raise UserError("--shards must be at least 1")
     grader, grade_chunk, validate, verifier, extra_fields = _grader(args)
     source = sys.stdin if args.input == "-" else _open_input(args.input)
     total = None if args.input == "-" else count_lines(Path(args.input))

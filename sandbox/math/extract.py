@@ -8,7 +8,9 @@ Rules, tried in the policy's precedence order:
   last box means the final answer was cut off: no answer. When the gold has k > 1 items,
   consecutive boxes joined only by connectors ("and", commas) are read together. More
   distinct boxed values than the policy allows is hedging.
-* ``hash`` — GSM8K's ``#### X``.
+* ``hash`` — GSM8K's ``#### X`` (the last one anywhere).
+* ``final_hash`` — ``#### X`` only as the completion's last line: the GSM8K convention read by
+  the default policy too, without letting a stray ``####`` mid-text become an answer.
 * ``answer_is`` — "the (final) answer is X", "Answer: X" (rightmost).
 * ``bare`` — the whole completion is itself a short answer with no prose.
 * ``last_number`` — the last number in the text; only for benchmarks that opt in.
@@ -152,6 +154,15 @@ def _answer_is(region: str) -> str | None:
     return sentence
 
 
+def _final_hash(region: str) -> str | None:
+    """``X`` when the last non-blank line is ``#### X``."""
+    tail = region.rstrip()
+    line = tail[tail.rfind("\n") + 1 :].strip()
+    if not line.startswith("####"):
+        return None
+    return line[4:].strip() or None
+
+
 def _is_bare(region: str) -> bool:
     text = region.strip()
     if not text or "\n" in text or len(text) > 200:
@@ -177,6 +188,10 @@ def extract_answer(completion: str, policy: MathPolicy, gold_items: int = 1) -> 
                 value = region[idx + 4 :].strip().split("\n", 1)[0].strip()
                 if value:
                     return Extraction(value, "hash")
+        elif rule == "final_hash":
+            value = _final_hash(region)
+            if value is not None:
+                return Extraction(value, "final_hash")
         elif rule == "answer_is":
             value = _answer_is(region)
             if value is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-EXTRACTION_RULES = ("answer_tag", "boxed", "hash", "answer_is", "bare", "last_number")
+EXTRACTION_RULES = ("answer_tag", "boxed", "hash", "final_hash", "answer_is", "bare", "last_number")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class MathPolicy:
     """
 
     name: str = "math"
-    extract: tuple[str, ...] = ("answer_tag", "boxed", "answer_is", "bare")
+    extract: tuple[str, ...] = ("answer_tag", "boxed", "final_hash", "answer_is", "bare")
     max_distinct_boxes: int = 2
     decimal_rel_tol: float = 1e-8
     rel_tol: float | None = None
@@ -82,7 +82,9 @@ PRESETS: dict[str, MathPolicy] = {
     "minerva": MathPolicy(name="minerva", sig_figs=True),
     "olympiadbench": MathPolicy(name="olympiadbench"),
     "arith": MathPolicy(
-        name="arith", extract=("answer_tag", "boxed", "answer_is", "bare", "last_number"), literal_answer=True
+        name="arith",
+        extract=("answer_tag", "boxed", "final_hash", "answer_is", "bare", "last_number"),
+        literal_answer=True,
     ),
 }
 
