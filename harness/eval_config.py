@@ -22,6 +22,9 @@ NOT_SCORED = (
     "limit",
     "gpu_memory_utilization",
     "pass_k",
+    "ray",
+    "ray_actors",
+    "ray_cpus_per_actor",
 )
 
 
@@ -57,6 +60,10 @@ class EvalConfig:
     policy: str | None = None
     pass_k: Any = None
     progress: bool = True
+    #: generate on a Ray cluster: an address, or "auto" (RAY_ADDRESS, a cluster here, else a local one)
+    ray: str | None = None
+    ray_actors: int | None = None
+    ray_cpus_per_actor: float = 1.0
 
     def __post_init__(self) -> None:
         self.benchmarks = split_list(self.benchmarks)

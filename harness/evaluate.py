@@ -22,6 +22,7 @@ from harness.errors import UserError
 from harness.eval_config import EvalConfig
 from harness.fingerprint import describe_backend, fingerprints, hardware, protocol_fields, versions
 from harness.grading import EvalGrader
+from harness.ray_eval import RayEngines
 from harness.results import CONFIG, SUMMARY, SampleLog, read_samples, rewrite_samples, write_json
 from harness.summary import benchmark_metrics, format_table
 from harness.templates import Prompt, Template, load_template, pick_shots, render
@@ -227,25 +228,32 @@ def _generate_and_grade(
             "pass@k"
         )
     t0 = time.time()
-    backend = make_backend(cfg, model["path"])
+    backend: Any = RayEngines(cfg, model["path"]) if cfg.ray else make_backend(cfg, model["path"])
     timings["model_load_s"] = round(time.time() - t0, 2)
     params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_tokens, template.stop, template.include_stop)
     prompts: dict[str, Prompt] = {}
+    size = _chunk_size(cfg)
+    chunks = [todo[start : start + size] for start in range(0, len(todo), size)]
+    request_chunks = []
+    for chunk in chunks:
+        requests = []
+        for run, problem, j in chunk:
+            if problem.id not in prompts:
+                prompts[problem.id] = build_prompt(template, run, problem)
+            requests.append(GenerationRequest(prompts[problem.id], sample_seed(cfg.seed, problem.id, j)))
+        request_chunks.append(requests)
+    if cfg.ray:
+        generated = backend.generate_chunks(request_chunks, params)
+    else:
+        generated = (backend.generate(requests, params) for requests in request_chunks)
     log = SampleLog(run_dir)
     progress = _progress(len(todo), cfg.progress)
     correct = 0
     seen = 0
     try:
-        size = _chunk_size(cfg)
-        for start in range(0, len(todo), size):
-            chunk = todo[start : start + size]
-            requests = []
-            for run, problem, j in chunk:
-                if problem.id not in prompts:
-                    prompts[problem.id] = build_prompt(template, run, problem)
-                requests.append(GenerationRequest(prompts[problem.id], sample_seed(cfg.seed, problem.id, j)))
+        for chunk, requests in zip(chunks, request_chunks):
             t0 = time.time()
-            generations = backend.generate(requests, params)
+            generations = next(generated)
             timings["generation_s"] += time.time() - t0
             t0 = time.time()
             verdicts = grader.grade([(problem, g.text) for (_, problem, _), g in zip(chunk, generations)])

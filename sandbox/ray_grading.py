@@ -2,26 +2,25 @@
 
 Each ``GraderActor`` holds a ``GradingService`` (its warm math workers and code judge), so a
 verdict on the cluster comes from exactly the function that grades in process. ``RayGrader``
-cuts a batch into chunks, keeps at most ``in_flight`` chunks per actor outstanding
-(back-pressure: a slow cluster slows the caller, it never queues the whole batch), and puts
-verdicts back in input order. A chunk whose actor or node dies is sent again, to a restarted or
-another actor; a chunk's verdicts are taken from the first attempt that returns, so nothing is
-lost and nothing is graded twice in the answer. Ray is imported only here.
+cuts a batch into chunks and runs them through ``sandbox.ray_dispatch.ordered_map``: at most
+``in_flight`` chunks per actor outstanding (back-pressure: a slow cluster slows the caller, it
+never queues the whole batch), verdicts back in input order, and a chunk whose actor or node
+dies sent again; its verdicts come from the first attempt that returns, so nothing is lost and
+nothing is graded twice in the answer. Ray is imported only here.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sandbox.service import BadItem, GradingService, parse_item
+from sandbox.ray_dispatch import DispatchStats, ordered_map
+from sandbox.service import BadItem, GradingService, Item, parse_item
 from sandbox.verdict import Verdict
 
 CHUNK_ITEMS = 128
 IN_FLIGHT_PER_ACTOR = 2
-MAX_ATTEMPTS = 6
 
 
 class RayUnavailable(RuntimeError):
@@ -38,6 +37,10 @@ def connect(address: str | None = None) -> dict[str, Any]:
     if ray.is_initialized():
         return {"address": "connected", "started_local": False}
     target = address if address not in (None, "", "auto") else os.environ.get("RAY_ADDRESS")
+    if target and not _reachable(target):
+        raise RayUnavailable(
+            f"cannot reach the Ray cluster at {target!r}; start one with `ray start --head` or fix --ray / RAY_ADDRESS"
+        )
     try:
         if target:
             ray.init(address=target, log_to_driver=False, logging_level="ERROR")
@@ -52,6 +55,21 @@ def connect(address: str | None = None) -> dict[str, Any]:
         raise RayUnavailable(
             f"cannot reach the Ray cluster at {target!r} ({exc}); start one with `ray start --head` or fix --ray"
         ) from exc
+
+
+def _reachable(address: str, timeout: float = 3.0) -> bool:
+    """Is anything listening at ``[ray://]host:port``? (``ray.init`` itself retries for minutes.)"""
+    import socket
+
+    hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return True  # not host:port: let Ray interpret it
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 class GraderActor:
@@ -117,7 +135,7 @@ class RayGrader:
         self.actors = [remote.options(scheduling_strategy="SPREAD").remote(options) for _ in range(actors)]
         self.chunk_items = max(1, chunk_items)
         self.in_flight = max(1, in_flight)
-        self.resent_chunks = 0
+        self.stats = DispatchStats()
 
     def placement(self) -> list[dict[str, Any]]:
         import ray
@@ -126,38 +144,16 @@ class RayGrader:
 
     def grade_rows(self, rows: Sequence[Mapping[str, Any]], policy: str | None = None) -> list[dict[str, Any]]:
         """Verdict dicts for wire rows (``{"kind", "completion", "answer" | "tests", ...}``), in order."""
-        import ray
-        from ray.exceptions import ObjectLostError, RayActorError
-
-        chunks = [list(rows[i : i + self.chunk_items]) for i in range(0, len(rows), self.chunk_items)]
-        results: list[list[dict[str, Any]] | None] = [None] * len(chunks)
-        attempts = [0] * len(chunks)
-        waiting = list(range(len(chunks)))[::-1]
-        running: dict[Any, tuple[int, int]] = {}
-        load = [0] * len(self.actors)
-        while waiting or running:
-            while waiting and len(running) < self.in_flight * len(self.actors):
-                index = waiting.pop()
-                actor = min(range(len(self.actors)), key=lambda a: (load[a], (a - attempts[index]) % len(load)))
-                attempts[index] += 1
-                running[self.actors[actor].grade.remote(chunks[index], policy)] = (index, actor)
-                load[actor] += 1
-            done, _ = ray.wait(list(running), num_returns=1)
-            for ref in done:
-                index, actor = running.pop(ref)
-                load[actor] -= 1
-                try:
-                    results[index] = ray.get(ref)
-                except (RayActorError, ObjectLostError) as exc:
-                    if attempts[index] >= MAX_ATTEMPTS:
-                        raise RuntimeError(f"chunk {index} failed {attempts[index]} times on the cluster: {exc}")
-                    self.resent_chunks += 1
-                    time.sleep(0.2 * attempts[index])
-                    waiting.append(index)
-        return [row for chunk in results for row in chunk or ()]
+        chunks = [(list(rows[i : i + self.chunk_items]), policy) for i in range(0, len(rows), self.chunk_items)]
+        return [row for chunk in ordered_map(self.actors, "grade", chunks, self.in_flight, self.stats) for row in chunk]
 
     def grade(self, rows: Sequence[Mapping[str, Any]], policy: str | None = None) -> list[Verdict]:
         return [Verdict.from_dict(d) for d in self.grade_rows(rows, policy)]
+
+    def grade_items(self, items: Sequence[Item]) -> list[Verdict]:
+        """The ``client`` interface of the TRL / verl / OpenRLHF adapters (``sandbox.rewards``):
+        ``trl_reward(client=RayGrader())``, ``compute_score_batch(..., client=grader)``."""
+        return self.grade([{"id": it.id, "kind": it.kind, "completion": it.completion, **it.payload} for it in items])
 
     def close(self) -> None:
         import ray

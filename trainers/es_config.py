@@ -91,8 +91,9 @@ class ESConfig:
             (self.noise_dtype in NOISE_DTYPES, f"noise_dtype must be one of {sorted(NOISE_DTYPES)}"),
             (self.workers >= 1 and self.noise_cache_gb >= 0, "workers >= 1 and noise_cache_gb >= 0"),
             (
-                self.backend in ("hf", "vllm"),
-                "backend must be hf (CPU/GPU, worker processes) or vllm (GPU, weights perturbed in place)",
+                self.backend in ("hf", "vllm", "ray"),
+                "backend must be hf (CPU/GPU, worker processes), vllm (GPU, weights perturbed in place) or ray "
+                "(hf engines on Ray actors; RAY_ADDRESS or a local cluster; workers = actors, 1 = one per CPU)",
             ),
             (
                 all(0 <= q <= 1 for q in self.q_grid) and bool(self.beta_grid) and bool(self.s_grid),

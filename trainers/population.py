@@ -3,7 +3,8 @@
 One ``PopulationScorer`` holds the model once, its exact base copy (``Perturber``) and the
 grader. ``score_many`` evaluates a list of specs on a list of problems either in this process
 or, with ``workers > 1``, across spawned worker processes that each hold one model copy and
-only generate (grading stays here, with the one grader every run uses). Decoding is greedy, as
+only generate (grading stays here, with the one grader every run uses), or with
+``backend="ray"`` across Ray actors that each hold one model copy (``RayGenerator``). Decoding is greedy, as
 in both papers, so a spec's outcomes are a pure function of (base weights, spec, problems).
 """
 
@@ -79,6 +80,30 @@ class _Generator:
             self.perturber.restore()
 
 
+class RayGenerator(_Generator):
+    """A ``_Generator`` as a Ray actor: its own model copy, specs applied in place and restored."""
+
+    def __init__(self, args: tuple, threads: int):
+        torch.set_num_threads(threads)
+        super().__init__(*args)
+
+    def generate_json(self, spec_json: dict[str, Any], problems: list[Problem]) -> list[str]:
+        return self.generate(spec_from_json(spec_json), problems)
+
+
+def ray_generators(args: tuple, actors: int) -> list[Any]:
+    """``actors`` generators on the Ray cluster (``RAY_ADDRESS``, a cluster here, else a local one;
+    ``actors`` <= 1 means one per cluster CPU)."""
+    import ray
+
+    from sandbox.ray_grading import connect
+
+    connect(None)
+    count = actors if actors > 1 else max(1, int(ray.cluster_resources().get("CPU", 1)))
+    remote = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(RayGenerator)
+    return [remote.options(scheduling_strategy="SPREAD").remote(args, 1) for _ in range(count)]
+
+
 _WORKER: _Generator | None = None
 
 
@@ -123,16 +148,15 @@ class PopulationScorer:
         self.grader = EvalGrader()
         self.generations = 0
         self.pool: ProcessPoolExecutor | None = None
-        if workers > 1:
+        args = (model_path, template, instruction_of, max_tokens, batch_size, noise_dtype, 0.0, dtype, device)
+        self.ray_actors = ray_generators(args, workers) if backend == "ray" else []
+        if workers > 1 and backend != "ray":
             threads = max(1, (os.cpu_count() or 1) // workers)
             self.pool = ProcessPoolExecutor(
                 workers,
                 mp_context=get_context("spawn"),
                 initializer=_init_worker,
-                initargs=(
-                    (model_path, template, instruction_of, max_tokens, batch_size, noise_dtype, 0.0, dtype, device),
-                    threads,
-                ),
+                initargs=(args, threads),
             )
 
     @property
@@ -157,7 +181,12 @@ class PopulationScorer:
         """Outcomes of base + spec for every spec. Specs are always applied to the original base
         (a moved centre is part of the spec), so every process computes identical weights."""
         problems = list(problems)
-        if self.pool is not None and len(specs) > 1:
+        if self.ray_actors and len(specs) > 1:
+            from sandbox.ray_dispatch import ordered_map
+
+            payloads = [(spec_to_json(s, "", self.noise_dtype), problems) for s in specs]
+            texts = list(ordered_map(self.ray_actors, "generate_json", payloads, in_flight=1))
+        elif self.pool is not None and len(specs) > 1:
             jobs = [self.pool.submit(_worker_generate, spec_to_json(s, "", self.noise_dtype), problems) for s in specs]
             texts = [job.result() for job in jobs]
         else:
@@ -168,4 +197,9 @@ class PopulationScorer:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
+        if self.ray_actors:
+            import ray
+
+            for actor in self.ray_actors:
+                ray.kill(actor)
         self.grader.close()

@@ -20,6 +20,7 @@ examples:
   rlvr eval --backend openai --base-url http://localhost:8000/v1 --model my-model --benchmarks gsm8k
   rlvr eval --benchmarks data/my_set.jsonl --fields question=problem,answer=gold --kind math
   rlvr eval --config run.yaml --limit 50                          YAML keys = flag names; flags win
+  rlvr eval --benchmarks arith --n 4 --temperature 0.7 --ray               engines on Ray (RAY_ADDRESS or local)
 
 templates: qwen_math, r1, no_template (Dr. GRPO's exact strings), fewshot (--shots k), chat (the
 model's chat template + the benchmark instruction), or a .yaml/.json/.txt template file.
@@ -89,6 +90,24 @@ def add_protocol_flags(p: argparse.ArgumentParser) -> None:
         type=float,
         default=S,
         help="vllm backend (default 0.85)",
+    )
+    b.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=S,
+        metavar="ADDRESS",
+        help="generate on a Ray cluster, one engine per actor (ADDRESS, or none for RAY_ADDRESS / a local one)",
+    )
+    b.add_argument(
+        "--ray-actors", dest="ray_actors", type=int, default=S, help="with --ray: engines (default: one per GPU/CPU)"
+    )
+    b.add_argument(
+        "--ray-cpus-per-actor",
+        dest="ray_cpus_per_actor",
+        type=float,
+        default=S,
+        help="with --ray: CPUs per engine actor (default 1; its torch threads)",
     )
     v = p.add_argument_group("grading and data")
     v.add_argument(

@@ -30,6 +30,8 @@ examples:
   rlvr grade --kind math --input completions.jsonl --output verdicts.jsonl
   rlvr grade --kind math --input c.jsonl --output - --workers 4 --timeout 2 --policy minerva
   rlvr grade --kind code --input programs.jsonl --output verdicts.jsonl --timeout 6
+  rlvr grade --kind math --input c.jsonl --output v.jsonl --ray            # RAY_ADDRESS or local
+  rlvr grade --kind math --input c.jsonl --output v.jsonl --ray head:6379 --actors 64
 """
 
 
@@ -68,6 +70,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="code: run even where namespaces/chroot/uid switch are unavailable (NOT isolated)",
     )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="ADDRESS",
+        help="grade on a Ray cluster: ADDRESS (host:port, ray://...), or none/auto for RAY_ADDRESS, "
+        "a cluster running here, else a new local one",
+    )
+    p.add_argument("--actors", type=int, default=None, help="with --ray: grading actors (default: one per cluster CPU)")
     p.add_argument("--summary-json", default=None, help="also write the summary as JSON to this path")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
@@ -95,8 +107,45 @@ def _validate_code(row: dict[str, Any]) -> str:
     return ""
 
 
+def _ray_grader(args: argparse.Namespace):
+    """``--ray``: the same grading service, one actor per cluster CPU (``sandbox.ray_grading``)."""
+    from sandbox.math.policy import PRESETS
+    from sandbox.ray_grading import RayGrader, RayUnavailable
+    from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
+
+    if args.kind == "math" and args.policy not in PRESETS:
+        raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")
+    if args.actors is not None and args.actors < 1:
+        raise UserError("--actors must be at least 1")
+    limits = {"time_s": args.timeout} if args.timeout and args.kind == "code" else None
+    try:
+        grader = RayGrader(
+            args.actors,
+            address=args.ray,
+            math_timeout=args.timeout if args.timeout and args.kind == "math" else 1.0,
+            code_limits=limits,
+            unsafe=args.unsafe,
+        )
+    except RayUnavailable as exc:
+        raise UserError(str(exc)) from exc
+    if args.kind == "math":
+
+        def grade_chunk(rows: list[dict[str, Any]]):
+            return grader.grade([{**row, "kind": "math", "answer": str(row["answer"])} for row in rows], args.policy)
+
+        return grader, grade_chunk, _validate_math, MATH_VERIFIER, ()
+
+    def grade_code(rows: list[dict[str, Any]]):
+        extra = {"partial": True} if args.partial else {}
+        return grader.grade([{**row, "kind": "code", **extra} for row in rows])
+
+    return grader, grade_code, _validate_code, CODE_VERIFIER, ("passed", "total", "first_failure")
+
+
 def _grader(args: argparse.Namespace):
     """The verifier for ``--kind``, its row validator and its version string."""
+    if args.ray is not None:
+        return _ray_grader(args)
     if args.kind == "math":
         from sandbox.math.policy import PRESETS
         from sandbox.math.verify import MathGrader
@@ -144,8 +193,9 @@ def run(args: argparse.Namespace) -> int:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     try:
+        window = max(4, len(getattr(grader, "actors", ())))
         summary = grade_stream(
-            read_rows(source), grade_chunk, validate, write, verifier, extra_fields, progress=progress
+            read_rows(source), grade_chunk, validate, write, verifier, extra_fields, progress=progress, window=window
         )
     finally:
         if progress is not None:

@@ -1,0 +1,89 @@
+"""``rlvr eval --ray``: generation sharded over Ray actors, one engine each; the driver writes.
+
+Each ``EngineActor`` holds one backend (``hf`` on its CPU share or one GPU, ``vllm`` on one GPU
+per actor) and generates whole chunks, the same chunks in the same order as a single-process
+run, so with per-sample seeds the samples are the same. Grading and the run directory stay with
+the driver: one ordinary run directory, resumable like any other. A chunk whose actor or node
+dies is generated again on a restarted or another actor (``sandbox.ray_dispatch``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from harness.backends.base import Generation, GenerationRequest, SamplingParams
+from harness.errors import UserError
+from harness.eval_config import EvalConfig
+
+
+class EngineActor:
+    """One generation backend on one Ray worker (wrapped with ``ray.remote`` below)."""
+
+    def __init__(self, cfg: dict[str, Any], model_path: str, threads: int | None):
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        from harness.evaluate import make_backend
+
+        self.backend = make_backend(EvalConfig(**cfg), model_path)
+
+    def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Generation]:
+        return self.backend.generate(requests, params)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class RayEngines:
+    """``actors`` engines on the cluster (default: one per GPU, or per ``cpus_per_actor`` CPUs)."""
+
+    def __init__(self, cfg: EvalConfig, model_path: str):
+        from sandbox.ray_grading import RayUnavailable, connect
+
+        if cfg.backend == "openai":
+            raise UserError("--ray shards local engines (hf, vllm); the openai backend is already remote")
+        try:
+            connect(cfg.ray)
+        except RayUnavailable as exc:
+            raise UserError(str(exc)) from exc
+        import ray
+
+        resources = ray.cluster_resources()
+        gpus = int(resources.get("GPU", 0))
+        if cfg.backend == "vllm" and not gpus and cfg.device != "cpu":
+            raise UserError("--backend vllm --ray needs GPUs in the Ray cluster (or --device cpu)")
+        on_gpu = gpus > 0 and cfg.device != "cpu"
+        cpus = float(cfg.ray_cpus_per_actor)
+        count = cfg.ray_actors or (gpus if on_gpu else max(1, int(resources.get("CPU", 1) // cpus)))
+        options: dict[str, Any] = {"num_cpus": cpus, "max_restarts": -1, "max_task_retries": 0}
+        if on_gpu:
+            options["num_gpus"] = 1
+        remote = ray.remote(**options)(EngineActor)
+        settings = {k: v for k, v in asdict(cfg).items() if k in EvalConfig.__dataclass_fields__}
+        self.actors = [
+            remote.options(scheduling_strategy="SPREAD").remote(settings, model_path, max(1, int(cpus)))
+            for _ in range(count)
+        ]
+        from sandbox.ray_dispatch import DispatchStats
+
+        self.stats = DispatchStats()
+
+    def generate_chunks(
+        self, chunks: Sequence[list[GenerationRequest]], params: SamplingParams
+    ) -> Iterator[list[Generation]]:
+        from sandbox.ray_dispatch import ordered_map
+
+        yield from ordered_map(self.actors, "generate", [(c, params) for c in chunks], 2, self.stats)
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # its node is already gone
+                pass
+        self.actors = []
