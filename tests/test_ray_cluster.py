@@ -191,3 +191,21 @@ def test_worker_node_killed_mid_grading_loses_nothing_and_grades_nothing_twice(c
     assert resent >= 1  # the node died with chunks in flight
     assert len(got) == len(rows)
     assert [_key(r) for r in got] == [_key(r) for r in _in_process(rows)]
+
+
+@pytest.mark.slow
+def test_reward_server_replicas_on_ray_serve(cluster):
+    from ray import serve
+
+    from sandbox.client import RewardClient
+    from sandbox.ray_serve import run
+    from sandbox.server import ServerConfig
+
+    url = run(ServerConfig(port=18777), replicas=2, cpus_per_replica=0.5)
+    try:
+        work = pairs(200, "short")
+        client = RewardClient(url)
+        got = client.grade([{"kind": "math", **p} for p in work])
+    finally:
+        serve.shutdown()
+    assert [_key(r) for r in got] == [_key(r) for r in _in_process([{"kind": "math", **p} for p in work])]

@@ -53,6 +53,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the most a client may ask for one code limit, e.g. --limit-cap memory_mb=2048 (repeatable; defaults: "
         "time_s=60, memory_mb=4096, total_s=900, processes=256, ...); larger requests get 422",
     )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="ADDRESS",
+        help="deploy as a Ray Serve application on the cluster at ADDRESS (none: RAY_ADDRESS, a cluster here, "
+        "else a local one); the URL load-balances over --replicas replicas",
+    )
+    p.add_argument("--replicas", type=int, default=2, help="with --ray: server replicas (default 2)")
     p.set_defaults(func=run)
 
 
@@ -90,12 +100,39 @@ def run(args: argparse.Namespace) -> int:
         config.validate()
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    print(
-        f"rlvr serve: listening on http://{args.host}:{args.port} ({'token required' if args.token else 'no token'})",
-        flush=True,
-    )
+    if args.ray is None:
+        auth = "token required" if args.token else "no token"
+        print(f"rlvr serve: listening on http://{args.host}:{args.port} ({auth})", flush=True)
+    if args.ray is not None:
+        return _serve_on_ray(config, args)
     try:
         serve(config)
     except OSError as exc:
         raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
+    return 0
+
+
+def _serve_on_ray(config, args: argparse.Namespace) -> int:
+    """Deploy on Ray Serve and stay up until interrupted (then the application is deleted)."""
+    import signal
+    import threading
+
+    from sandbox.ray_grading import RayUnavailable
+
+    if args.replicas < 1:
+        raise UserError("--replicas must be at least 1")
+    from sandbox import ray_serve
+
+    try:
+        url = ray_serve.run(config, args.replicas, args.ray)
+    except RayUnavailable as exc:
+        raise UserError(str(exc)) from exc
+    print(f"rlvr serve: {args.replicas} Ray Serve replicas at {url} (Ctrl-C removes them)", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    from ray import serve
+
+    serve.delete("rlvr-reward")
     return 0
