@@ -209,3 +209,61 @@ def test_reward_server_replicas_on_ray_serve(cluster):
     finally:
         serve.shutdown()
     assert [_key(r) for r in got] == [_key(r) for r in _in_process([{"kind": "math", **p} for p in work])]
+
+
+@pytest.mark.slow
+def test_worker_node_killed_mid_eval_loses_no_sample_and_duplicates_none(cluster, tmp_path, tiny_model, digits_source):
+    from harness.eval_config import EvalConfig
+    from harness.evaluate import run_eval
+
+    settings = dict(
+        model=tiny_model, benchmarks=digits_source, kind="math", n=8, temperature=0.8, max_tokens=8,
+        batch_size=2, progress=False,
+    )  # fmt: skip
+    plain = run_eval(EvalConfig(**settings, out=str(tmp_path / "plain")))
+    log = tmp_path / "ray" / "samples.jsonl"
+
+    def kill_when_writing():
+        while not (log.exists() and log.read_text().count("\n") >= 4):
+            time.sleep(0.05)
+        cluster.remove_node(cluster.worker_node, allow_graceful=False)
+        moments["killed"] = time.monotonic()
+
+    moments: dict[str, float] = {}
+    killer = threading.Thread(target=kill_when_writing, daemon=True)
+    killer.start()
+    try:
+        on_ray = run_eval(EvalConfig(**settings, out=str(tmp_path / "ray"), ray=cluster.address, ray_actors=2))
+        moments["finished"] = time.monotonic()
+        killer.join(timeout=60)
+    finally:
+        cluster.worker_node = cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+    rows = samples(tmp_path / "ray")
+    keys = [(r["id"], r["sample_idx"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 120  # every sample once
+    assert sorted((r["id"], r["sample_idx"], r["completion"]) for r in rows) == sorted(
+        (r["id"], r["sample_idx"], r["completion"]) for r in samples(tmp_path / "plain")
+    )
+    assert moments["killed"] < moments["finished"]  # the node died while the run was generating
+    assert json.dumps(on_ray["benchmarks"], sort_keys=True) == json.dumps(plain["benchmarks"], sort_keys=True)
+
+
+@pytest.mark.slow
+def test_rlvr_train_randopt_on_ray_ranks_like_a_plain_run(cluster, tmp_path, tiny_model):
+    tiny = ["--set", "support_size=4", "--set", "test_limit=4", "--set", "max_tokens=8", "--no-progress"]
+    common = ["train", "randopt", "--config", "cpu-demo", "--model", tiny_model, "--population", "3", *tiny]
+    plain = rlvr(*common, "--out", str(tmp_path / "plain"))
+    on_ray = rlvr(
+        *common, "--set", "backend=ray", "--set", "workers=2", "--out", str(tmp_path / "ray"),
+        env={"RAY_ADDRESS": cluster.address},
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+
+    def ranked(run):
+        return json.loads((tmp_path / run / "population.json").read_text())
+
+    assert ranked("plain") == ranked("ray") and len(ranked("ray")) == 3
+    a, b = (json.loads((tmp_path / r / "report.json").read_text())["test"] for r in ("plain", "ray"))
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
