@@ -16,6 +16,7 @@ from typing import Any
 from harness.backends.base import Generation, GenerationRequest, SamplingParams
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
+from sandbox.ray_dispatch import DispatchStats, kill_actors, ordered_map, start_actors
 
 
 class EngineActor:
@@ -58,32 +59,15 @@ class RayEngines:
         on_gpu = gpus > 0 and cfg.device != "cpu"
         cpus = float(cfg.ray_cpus_per_actor)
         count = cfg.ray_actors or (gpus if on_gpu else max(1, int(resources.get("CPU", 1) // cpus)))
-        options: dict[str, Any] = {"num_cpus": cpus, "max_restarts": -1, "max_task_retries": 0}
-        if on_gpu:
-            options["num_gpus"] = 1
-        remote = ray.remote(**options)(EngineActor)
-        settings = {k: v for k, v in asdict(cfg).items() if k in EvalConfig.__dataclass_fields__}
-        self.actors = [
-            remote.options(scheduling_strategy="SPREAD").remote(settings, model_path, max(1, int(cpus)))
-            for _ in range(count)
-        ]
-        from sandbox.ray_dispatch import DispatchStats
-
+        resources: dict[str, Any] = {"num_cpus": cpus, **({"num_gpus": 1} if on_gpu else {})}
+        self.actors = start_actors(EngineActor, count, resources, asdict(cfg), model_path, max(1, int(cpus)))
         self.stats = DispatchStats()
 
     def generate_chunks(
         self, chunks: Sequence[list[GenerationRequest]], params: SamplingParams
     ) -> Iterator[list[Generation]]:
-        from sandbox.ray_dispatch import ordered_map
-
         yield from ordered_map(self.actors, "generate", [(c, params) for c in chunks], 2, self.stats)
 
     def close(self) -> None:
-        import ray
-
-        for actor in self.actors:
-            try:
-                ray.kill(actor)
-            except Exception:  # its node is already gone
-                pass
+        kill_actors(self.actors)
         self.actors = []

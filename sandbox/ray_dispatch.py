@@ -18,6 +18,24 @@ from typing import Any
 MAX_ATTEMPTS = 6
 
 
+def start_actors(cls: type, count: int, resources: dict[str, Any], *args: Any) -> list[Any]:
+    """``count`` actors of ``cls`` spread over the nodes, restarted whenever they die."""
+    import ray
+
+    remote = ray.remote(**resources, max_restarts=-1, max_task_retries=0)(cls)
+    return [remote.options(scheduling_strategy="SPREAD").remote(*args) for _ in range(count)]
+
+
+def kill_actors(actors: Sequence[Any]) -> None:
+    import ray
+
+    for actor in actors:
+        try:
+            ray.kill(actor)
+        except Exception:  # its node is already gone
+            pass
+
+
 @dataclass
 class DispatchStats:
     calls: int = 0

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sandbox.ray_dispatch import DispatchStats, ordered_map
+from sandbox.ray_dispatch import DispatchStats, kill_actors, ordered_map, start_actors
 from sandbox.service import BadItem, GradingService, Item, parse_item
 from sandbox.verdict import Verdict
 
@@ -79,12 +79,10 @@ class GraderActor:
         self.service = GradingService(**options)
         self.service.math.start()
 
-    def grade(self, raw_items: list[dict[str, Any]], policy: str | None = None) -> list[dict[str, Any]]:
+    def grade(self, raw_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Wire rows in, verdict dicts out, in order; a row that cannot be read is ``bad_input``."""
         parsed: list[Any] = []
         for index, raw in enumerate(raw_items):
-            if policy and raw.get("kind", "math") == "math" and "policy" not in raw and "tests" not in raw:
-                raw = {**raw, "policy": policy}
             try:
                 parsed.append(parse_item(raw, index))
             except BadItem as exc:
@@ -121,7 +119,7 @@ class RayGrader:
     ):
         import ray
 
-        self.connection = connect(address)
+        connect(address)
         if actors is None:
             actors = max(1, int(ray.cluster_resources().get("CPU", 1) // cpus_per_actor))
         options = {
@@ -131,8 +129,7 @@ class RayGrader:
             "unsafe": unsafe,
             "shards": shards,
         }
-        remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=-1, max_task_retries=0)(GraderActor)
-        self.actors = [remote.options(scheduling_strategy="SPREAD").remote(options) for _ in range(actors)]
+        self.actors = start_actors(GraderActor, actors, {"num_cpus": cpus_per_actor}, options)
         self.chunk_items = max(1, chunk_items)
         self.in_flight = max(1, in_flight)
         self.stats = DispatchStats()
@@ -142,13 +139,13 @@ class RayGrader:
 
         return ray.get([a.where.remote() for a in self.actors])
 
-    def grade_rows(self, rows: Sequence[Mapping[str, Any]], policy: str | None = None) -> list[dict[str, Any]]:
+    def grade_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Verdict dicts for wire rows (``{"kind", "completion", "answer" | "tests", ...}``), in order."""
-        chunks = [(list(rows[i : i + self.chunk_items]), policy) for i in range(0, len(rows), self.chunk_items)]
+        chunks = [(list(rows[i : i + self.chunk_items]),) for i in range(0, len(rows), self.chunk_items)]
         return [row for chunk in ordered_map(self.actors, "grade", chunks, self.in_flight, self.stats) for row in chunk]
 
-    def grade(self, rows: Sequence[Mapping[str, Any]], policy: str | None = None) -> list[Verdict]:
-        return [Verdict.from_dict(d) for d in self.grade_rows(rows, policy)]
+    def grade(self, rows: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+        return [Verdict.from_dict(d) for d in self.grade_rows(rows)]
 
     def grade_items(self, items: Sequence[Item]) -> list[Verdict]:
         """The ``client`` interface of the TRL / verl / OpenRLHF adapters (``sandbox.rewards``):
@@ -156,11 +153,5 @@ class RayGrader:
         return self.grade([{"id": it.id, "kind": it.kind, "completion": it.completion, **it.payload} for it in items])
 
     def close(self) -> None:
-        import ray
-
-        for actor in self.actors:
-            try:
-                ray.kill(actor)
-            except Exception:  # an actor on a node already gone
-                pass
+        kill_actors(self.actors)
         self.actors = []

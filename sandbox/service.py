@@ -110,19 +110,7 @@ def parse_item(raw: Any, index: int = 0) -> Item:
 
 def verdict_row(item_id: Any, verdict: Verdict) -> dict[str, Any]:
     """The wire form of a verdict (the shape of ``rlvr grade`` output rows)."""
-    row = {
-        "id": item_id,
-        "correct": verdict.correct,
-        "reward": verdict.reward,
-        "reason": verdict.reason,
-        "extracted": verdict.extracted,
-        "elapsed_ms": verdict.elapsed_ms,
-        "detail": verdict.detail,
-        "verifier": verdict.verifier,
-    }
-    if verdict.total is not None:
-        row.update(passed=verdict.passed, total=verdict.total, first_failure=verdict.first_failure)
-    return row
+    return {"id": item_id, **verdict.to_dict()}
 
 
 class GradingService:

@@ -96,12 +96,12 @@ def ray_generators(args: tuple, actors: int) -> list[Any]:
     ``actors`` <= 1 means one per cluster CPU)."""
     import ray
 
+    from sandbox.ray_dispatch import start_actors
     from sandbox.ray_grading import connect
 
     connect(None)
     count = actors if actors > 1 else max(1, int(ray.cluster_resources().get("CPU", 1)))
-    remote = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(RayGenerator)
-    return [remote.options(scheduling_strategy="SPREAD").remote(args, 1) for _ in range(count)]
+    return start_actors(RayGenerator, count, {"num_cpus": 1}, args, 1)
 
 
 _WORKER: _Generator | None = None
@@ -198,8 +198,7 @@ class PopulationScorer:
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
         if self.ray_actors:
-            import ray
+            from sandbox.ray_dispatch import kill_actors
 
-            for actor in self.ray_actors:
-                ray.kill(actor)
+            kill_actors(self.ray_actors)
         self.grader.close()

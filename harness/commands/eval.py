@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from harness.commands.options import add_ray_option
 from harness.config import resolve_config
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
@@ -91,13 +92,10 @@ def add_protocol_flags(p: argparse.ArgumentParser) -> None:
         default=S,
         help="vllm backend (default 0.85)",
     )
-    b.add_argument(
-        "--ray",
-        nargs="?",
-        const="auto",
+    add_ray_option(
+        b,
+        "generate on a Ray cluster, one engine per actor (ADDRESS, or none for RAY_ADDRESS / a local one)",
         default=S,
-        metavar="ADDRESS",
-        help="generate on a Ray cluster, one engine per actor (ADDRESS, or none for RAY_ADDRESS / a local one)",
     )
     b.add_argument(
         "--ray-actors", dest="ray_actors", type=int, default=S, help="with --ray: engines (default: one per GPU/CPU)"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.commands.options import add_ray_option
 from harness.errors import UserError
 from harness.grade_files import count_lines, grade_stream, read_rows
 
@@ -70,13 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="code: run even where namespaces/chroot/uid switch are unavailable (NOT isolated)",
     )
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="auto",
-        default=None,
-        metavar="ADDRESS",
-        help="grade on a Ray cluster: ADDRESS (host:port, ray://...), or none/auto for RAY_ADDRESS, "
+    add_ray_option(
+        p,
+        "grade on a Ray cluster: ADDRESS (host:port, ray://...), or none/auto for RAY_ADDRESS, "
         "a cluster running here, else a new local one",
     )
     p.add_argument("--actors", type=int, default=None, help="with --ray: grading actors (default: one per cluster CPU)")
@@ -109,12 +106,9 @@ def _validate_code(row: dict[str, Any]) -> str:
 
 def _ray_grader(args: argparse.Namespace):
     """``--ray``: the same grading service, one actor per cluster CPU (``sandbox.ray_grading``)."""
-    from sandbox.math.policy import PRESETS
     from sandbox.ray_grading import RayGrader, RayUnavailable
     from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
-    if args.kind == "math" and args.policy not in PRESETS:
-        raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")
     if args.actors is not None and args.actors < 1:
         raise UserError("--actors must be at least 1")
     limits = {"time_s": args.timeout} if args.timeout and args.kind == "code" else None
@@ -131,7 +125,13 @@ def _ray_grader(args: argparse.Namespace):
     if args.kind == "math":
 
         def grade_chunk(rows: list[dict[str, Any]]):
-            return grader.grade([{**row, "kind": "math", "answer": str(row["answer"])} for row in rows], args.policy)
+            # a row's own policy wins, as with verify_batch(policy=...) in process
+            return grader.grade(
+                [
+                    {**row, "kind": "math", "answer": str(row["answer"]), "policy": row.get("policy") or args.policy}
+                    for row in rows
+                ]
+            )
 
         return grader, grade_chunk, _validate_math, MATH_VERIFIER, ()
 
@@ -144,15 +144,16 @@ def _ray_grader(args: argparse.Namespace):
 
 def _grader(args: argparse.Namespace):
     """The verifier for ``--kind``, its row validator and its version string."""
+    from sandbox.math.policy import PRESETS
+
+    if args.kind == "math" and args.policy not in PRESETS:
+        raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")
     if args.ray is not None:
         return _ray_grader(args)
     if args.kind == "math":
-        from sandbox.math.policy import PRESETS
         from sandbox.math.verify import MathGrader
         from sandbox.version import MATH_VERIFIER
 
-        if args.policy not in PRESETS:
-            raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")
         grader = MathGrader(workers=args.workers, timeout=args.timeout or 1.0, shards=args.shards)
         grader.start()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from harness.commands.options import add_ray_option
 from harness.errors import UserError
 
 EPILOG = """\
@@ -53,13 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the most a client may ask for one code limit, e.g. --limit-cap memory_mb=2048 (repeatable; defaults: "
         "time_s=60, memory_mb=4096, total_s=900, processes=256, ...); larger requests get 422",
     )
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="auto",
-        default=None,
-        metavar="ADDRESS",
-        help="deploy as a Ray Serve application on the cluster at ADDRESS (none: RAY_ADDRESS, a cluster here, "
+    add_ray_option(
+        p,
+        "deploy as a Ray Serve application on the cluster at ADDRESS (none: RAY_ADDRESS, a cluster here, "
         "else a local one); the URL load-balances over --replicas replicas",
     )
     p.add_argument("--replicas", type=int, default=2, help="with --ray: server replicas (default 2)")

@@ -65,7 +65,7 @@ class MathGrader:
 
     def start(self) -> None:
         """Begin starting the workers without waiting for them (they import sympy meanwhile)."""
-        self.pool  # noqa: B018  (the property spawns the pool)
+        self.pool  # the property spawns the pool
 
     def warm_up(self) -> None:
         """Start every worker and let it finish warming its parser caches (optional)."""
