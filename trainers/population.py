@@ -139,7 +139,9 @@ class PopulationScorer:
         if backend == "vllm":
             from trainers.vllm_population import VLLMPerturbedGenerator
 
-            self.local: Any = VLLMPerturbedGenerator(model_path, template, instruction_of, max_tokens, noise_dtype)
+            self.local: Any = VLLMPerturbedGenerator(
+                model_path, template, instruction_of, max_tokens, noise_dtype, noise_cache_gb, dtype, device
+            )
             workers = 1
         else:
             self.local = _Generator(

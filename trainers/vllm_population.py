@@ -1,33 +1,29 @@
-"""Perturbing a vLLM engine's weights in place, for RandOpt / CoRP populations on a GPU.
+"""Perturbing a vLLM engine's weights in place, for RandOpt / CoRP populations (GPU or CPU).
 
-The noise is drawn exactly as on the hf path (``trainers.perturb``: per Hugging Face tensor, a
-generator seeded with the component's seed, on the tensor's device, in ``noise_dtype``), added
-to an exact GPU copy of the checkpoint's tensors, and pushed into the engine with the model's own
-``load_weights`` (which maps Hugging Face names onto vLLM's fused layers); restoring pushes the
-exact base back. Deviation, labelled: the released RandOpt/CoRP workers draw noise over vLLM's
-own fused tensors; drawing it over the checkpoint's tensors instead makes the merged checkpoint
-that ``save_consolidated`` writes (with ``device: cuda``) exactly the model that was evaluated.
+The perturbed weights are computed exactly as on the hf path: a host copy of the checkpoint
+(transformers, same dtype and device) is perturbed by the same ``Perturber`` (same noise, same
+fp32 accumulation, same optional noise cache), and its tensors are pushed into the engine with
+vLLM's in-place reload (``harness.backends.vllm_engine.push_weights``, which maps Hugging Face
+names onto vLLM's fused layers, re-runs its post-load processing and drops the prefix cache).
+Restoring pushes the exact base back. So a spec scored here is the very model the hf path and
+``save_consolidated`` build; only the generation kernels differ.
+Deviation, labelled: the released RandOpt/CoRP workers draw noise over vLLM's own fused tensors.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 import torch
 
-from harness.backends.vllm_engine import require_vllm
+from harness.backends.vllm_engine import engine_max_len, push_weights, require_vllm, start_engine, token_budget
 from harness.benchmarks.problems import Problem
-from trainers.perturb import NOISE_DTYPES, Component, merge_components, tensor_noise
+from trainers.perturb import Component, Perturber
 from trainers.rollout import PromptCache
 
 
-def _checksum(model: torch.nn.Module) -> float:
-    return float(sum(p.detach().double().sum().item() for p in model.parameters()))
-
-
 class VLLMPerturbedGenerator:
-    """Greedy generation from base + spec with one vLLM engine (same interface as the hf one)."""
+    """Greedy generation from base + spec with one in-process vLLM engine (the hf generator's interface)."""
 
     def __init__(
         self,
@@ -36,71 +32,64 @@ class VLLMPerturbedGenerator:
         instruction_of: dict[str, str],
         max_tokens: int,
         noise_dtype: str = "bfloat16",
-        dtype: str = "bfloat16",
-        gpu_memory_utilization: float = 0.8,
+        noise_cache_gb: float = 0.0,
+        dtype: str = "auto",
+        device: str = "auto",
+        kv_cache_gb: float | None = None,
+        gpu_memory_utilization: float = 0.6,
     ):
+        from harness.backends.hf import load_model
         from harness.templates import load_template
 
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        self.vllm = require_vllm()
-        self.llm = self.vllm.LLM(
-            model=model_path, dtype=dtype, seed=42, gpu_memory_utilization=gpu_memory_utilization, enforce_eager=True
+        self.vllm, self.device = require_vllm(device)
+        self.model, self.tokenizer, _ = load_model(model_path, dtype, self.device)
+        self.model.requires_grad_(False)
+        self.perturber = Perturber(self.model, noise_dtype, noise_cache_gb)
+        self.llm = start_engine(
+            model_path,
+            dtype=str(next(self.model.parameters()).dtype).replace("torch.", ""),
+            seed=42,
+            device=self.device,
+            kv_cache_gb=kv_cache_gb,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enforce_eager=True,
         )
-        self.tokenizer = self.llm.get_tokenizer()
         self.template = load_template(template)
-        self.instruction_of, self.max_tokens = instruction_of, max_tokens
-        self.noise_dtype = NOISE_DTYPES[noise_dtype]
-        from transformers import AutoModelForCausalLM
-
-        checkpoint = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
-        self.base = {name: t.detach().to("cuda") for name, t in checkpoint.named_parameters()}  # as the hf Perturber
-        del checkpoint
-        self.base_checksum = self.checksum()
+        self.max_tokens, self.max_len = max_tokens, engine_max_len(self.llm)
         self.prompt = PromptCache(self.tokenizer, self.template, instruction_of)
 
-    def _push(self, tensors: list[tuple[str, torch.Tensor]]) -> None:
-        self.llm.apply_model(lambda model: model.load_weights(tensors))
-        self.llm.reset_prefix_cache()
-
-    @torch.no_grad()
-    def weights(self, spec: Sequence[Component]) -> list[tuple[str, torch.Tensor]]:
-        """base + Σ w σ ε(seed) per checkpoint tensor (fp32 accumulation, one cast)."""
-        spec = merge_components(spec)
-        out = []
-        for name, base in self.base.items():
-            delta = torch.zeros(base.shape, dtype=torch.float32, device=base.device)
-            for c in spec:
-                delta.add_(
-                    tensor_noise(c.seed, base.shape, base.device, self.noise_dtype).float(), alpha=c.weight * c.sigma
-                )
-            out.append((name, base + delta.to(base.dtype)))
-        return out
+    def _push(self) -> None:
+        push_weights(self.llm, self.perturber.params)
 
     def apply(self, spec: Sequence[Component]) -> None:
-        self._push(self.weights(spec))
+        self.perturber.apply(spec)
+        self._push()
 
     def restore(self) -> None:
-        self._push(list(self.base.items()))
+        self.perturber.restore()
+        self._push()
 
-    def checksum(self) -> float:
-        return self.llm.apply_model(_checksum)[0]
-
-    def is_base(self) -> bool:
-        return self.checksum() == self.base_checksum
-
-    def generate(self, spec: Sequence[Component], problems: Sequence[Problem]) -> list[str]:
-        self.apply(spec)
-        try:
-            params = self.vllm.SamplingParams(
+    def greedy(self, problems: Sequence[Problem], logprobs: bool = False) -> list[Any]:
+        """vLLM's completion outputs for the current weights (token ids, text, log-probs if asked)."""
+        prompts = [self.prompt(p) for p in problems]
+        params = [
+            self.vllm.SamplingParams(
                 temperature=0.0,
-                max_tokens=self.max_tokens,
+                max_tokens=token_budget(self.max_tokens, len(ids), self.max_len),
                 seed=42,
                 stop=list(self.template.stop) or None,
                 include_stop_str_in_output=self.template.include_stop,
+                logprobs=0 if logprobs else None,
             )
-            outputs: Any = self.llm.generate(
-                [{"prompt_token_ids": self.prompt(p)} for p in problems], params, use_tqdm=False
-            )
-            return [o.outputs[0].text for o in outputs]
+            for ids in prompts
+        ]
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], params, use_tqdm=False)
+        return [o.outputs[0] for o in outputs]
+
+    @torch.no_grad()
+    def generate(self, spec: Sequence[Component], problems: Sequence[Problem]) -> list[str]:
+        self.apply(spec)
+        try:
+            return [o.text for o in self.greedy(problems)]
         finally:
             self.restore()

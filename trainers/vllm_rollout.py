@@ -1,24 +1,32 @@
-"""Rollouts from a vLLM engine colocated with the learner on one GPU (``backend: vllm``).
+"""Rollouts from a vLLM engine colocated with the learner (``backend: vllm``, CPU or GPU).
 
-The engine starts from the run's base checkpoint and receives the learner's weights after every
-policy update (``sync``), in process, through ``LLM.apply_model`` → the model's own
-``load_weights`` (which maps Hugging Face names onto vLLM's fused layers), then drops its prefix
-cache so no KV entry computed with the old weights survives. ``prompt_logprobs`` lets a check
-confirm that generation uses the new weights: vLLM's log-probs of given tokens must match the
-learner's (``benchmarks/gpu_check_train.py``). Each sample has its own seed, as in the hf path.
+The engine starts from the run's base checkpoint, in this process, and receives the learner's
+weights after every policy update (``sync``) through vLLM's in-place reload
+(``harness.backends.vllm_engine.push_weights``: Hugging Face names mapped onto fused layers,
+post-load processing re-run, prefix cache dropped and the drop checked). Starting it leaves the
+learner's RNGs and thread count untouched. Its context is the model's own (``max_model_len`` of
+the checkpoint, or ``cfg.max_model_len``); each request may take ``max_tokens`` new tokens cut
+to what the context leaves, the rule the hf sampler and the eval backends follow, and a run
+whose budget alone exceeds the context is refused before anything starts. Each sample has its
+own seed, as in the hf path. ``sample(..., logprobs=True)`` also returns vLLM's log-prob of every
+sampled token, which is how a test proves generation runs on the synced weights.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 import torch
 
 from harness.backends.base import sample_seed
-from harness.backends.vllm_engine import require_vllm
+from harness.backends.vllm_engine import VLLMBackend, engine_max_len, push_weights, start_engine, token_budget
 from harness.benchmarks.problems import Problem
+from harness.errors import UserError
 from trainers.rollout import PromptCache
+
+
+def context_positions(model: torch.nn.Module) -> int | None:
+    return getattr(getattr(model, "config", None), "max_position_embeddings", None)
 
 
 class VLLMRollout:
@@ -29,39 +37,48 @@ class VLLMRollout:
         template: Any,
         instruction_of: dict[str, str],
         cfg: Any,
-        gpu_memory_utilization: float = 0.35,
     ):
         from harness.models import resolve_model
 
-        os.environ.setdefault(
-            "VLLM_ENABLE_V1_MULTIPROCESSING", "0"
-        )  # engine in this process: weights pass by reference
-        self.vllm = require_vllm()
         self.tokenizer, self.template, self.instruction_of, self.cfg = tokenizer, template, instruction_of, cfg
-        dtype = str(next(model.parameters()).dtype).replace("torch.", "")
-        self.llm = self.vllm.LLM(
-            model=resolve_model(cfg.model)[0],
-            dtype=dtype,
+        max_len = getattr(cfg, "max_model_len", None) or context_positions(model)
+        if max_len is not None and cfg.max_tokens >= max_len:
+            raise UserError(
+                f"max_tokens {cfg.max_tokens} leaves no room for a prompt in the model's context of {max_len} "
+                "positions; lower max_tokens or set max_model_len (a model with a longer context)"
+            )
+        device = str(next(model.parameters()).device).split(":")[0]
+        self.llm = start_engine(
+            resolve_model(cfg.model)[0],
+            dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
             seed=cfg.seed,
-            gpu_memory_utilization=gpu_memory_utilization,
+            device=device,
+            max_model_len=max_len,
+            gpu_memory_utilization=getattr(cfg, "gpu_memory_utilization", 0.35),
+            kv_cache_gb=getattr(cfg, "kv_cache_gb", None),
             enforce_eager=True,
-            max_model_len=4096,
         )
+        from vllm import SamplingParams
+
+        self.params_class = SamplingParams
+        self.device, self.max_len = device, engine_max_len(self.llm)
         self.prompt = PromptCache(tokenizer, template, instruction_of)
         self.sync(model)  # a resumed run's weights, not the base checkpoint's
 
     def sample(
-        self, problems: Sequence[Problem], group_size: int, step: int
-    ) -> list[tuple[list[int], list[list[int]], list[str], list[bool]]]:
+        self, problems: Sequence[Problem], group_size: int, step: int, logprobs: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """Per problem: (prompt ids, completion ids per sample, texts, truncated flags[, log-probs])."""
         params = [
-            self.vllm.SamplingParams(
+            self.params_class(
                 n=1,
                 temperature=self.cfg.temperature,
                 top_p=self.cfg.top_p,
-                max_tokens=self.cfg.max_tokens,
+                max_tokens=token_budget(self.cfg.max_tokens, len(self.prompt(p)), self.max_len),
                 seed=sample_seed(self.cfg.seed, f"step{step}:{p.id}", j),
                 stop=list(self.template.stop) or None,
                 include_stop_str_in_output=self.template.include_stop,
+                logprobs=0 if logprobs else None,
             )
             for p in problems
             for j in range(group_size)
@@ -71,25 +88,21 @@ class VLLMRollout:
         out = []
         for index, problem in enumerate(problems):
             mine = [o.outputs[0] for o in outputs[index * group_size : (index + 1) * group_size]]
-            out.append(
-                (
-                    self.prompt(problem),
-                    [list(s.token_ids) for s in mine],
-                    [s.text for s in mine],
-                    [s.finish_reason == "length" for s in mine],
-                )
+            row: tuple[Any, ...] = (
+                self.prompt(problem),
+                [list(s.token_ids) for s in mine],
+                [s.text for s in mine],
+                [s.finish_reason == "length" for s in mine],
             )
+            if logprobs:
+                row += ([[lp[t].logprob for lp, t in zip(s.logprobs, s.token_ids)] for s in mine],)
+            out.append(row)
         return out
 
     @torch.no_grad()
     def sync(self, model: torch.nn.Module) -> None:
-        weights = [(name, p.detach()) for name, p in model.state_dict().items()]
-        self.llm.apply_model(lambda engine_model: engine_model.load_weights(weights))
-        self.llm.reset_prefix_cache()
+        push_weights(self.llm, model.named_parameters())
 
-    def token_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        """vLLM's log-probs of ``completion_ids`` after ``prompt_ids`` (for the sync check)."""
-        params = self.vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
-        output = self.llm.generate([{"prompt_token_ids": prompt_ids + completion_ids}], params, use_tqdm=False)[0]
-        rows = output.prompt_logprobs[len(prompt_ids) :]
-        return [row[token].logprob for row, token in zip(rows, completion_ids)]
+    def eval_backend(self) -> VLLMBackend:
+        """The same engine as an evaluation backend (``rlvr eval`` on the synced weights, no second engine)."""
+        return VLLMBackend.around(self.llm, self.device)

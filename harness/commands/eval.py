@@ -15,6 +15,7 @@ S = argparse.SUPPRESS
 EPILOG = """\
 examples:
   rlvr eval --benchmarks gsm8k --limit 20                         embedded SmolLM2 on CPU, greedy
+  rlvr eval --benchmarks arith --backend vllm                     the same with vLLM (CPU build; ~7x faster)
   rlvr eval --model Qwen/Qwen2.5-Math-1.5B --benchmarks aime2024,amc2023,math500,minerva_math,olympiadbench \\
             --template qwen_math --max-tokens 3000 --backend vllm      Dr. GRPO's evaluation protocol
   rlvr eval --model ckpt/ --benchmarks math500 --n 8 --temperature 0.6 --pass-k 1,8 --out results/ckpt-m500
@@ -66,7 +67,7 @@ def add_protocol_flags(p: argparse.ArgumentParser) -> None:
     b = p.add_argument_group("backend")
     b.add_argument("--backend", choices=["hf", "vllm", "openai"], default=S, help="generation backend (default hf)")
     b.add_argument("--dtype", default=S, help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
-    b.add_argument("--device", default=S, help="hf backend: auto, cpu, cuda, cuda:1")
+    b.add_argument("--device", default=S, help="hf and vllm backends: auto (CUDA if visible), cpu, cuda, cuda:1")
     b.add_argument(
         "--batch-size",
         dest="batch_size",
@@ -90,7 +91,14 @@ def add_protocol_flags(p: argparse.ArgumentParser) -> None:
         dest="gpu_memory_utilization",
         type=float,
         default=S,
-        help="vllm backend (default 0.85)",
+        help="vllm backend on a GPU (default 0.85)",
+    )
+    b.add_argument(
+        "--kv-cache-gb",
+        dest="kv_cache_gb",
+        type=float,
+        default=S,
+        help="vllm backend on a CPU: RAM for the KV cache in GiB (default 1)",
     )
     add_ray_option(
         b,

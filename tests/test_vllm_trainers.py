@@ -1,0 +1,200 @@
+"""vLLM in the trainers, on vLLM's CPU build, in the default suite: rollouts whose engine follows the
+learner's weights (log-probs match after a sync and not before, a prefix-cache test that fails
+without the reset, tied LM heads), two Dr. GRPO steps with ``backend: vllm``, and populations
+perturbed in place, restored exactly and scored as on the hf path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from vllm_helpers import KV_GB, learner_logprobs, max_gap, vllm_tiny_model
+
+from harness.backends.vllm_engine import push_weights
+from harness.benchmarks.problems import Problem
+from harness.errors import UserError
+from harness.templates import load_template
+from trainers.config import TrainConfig, build_config
+from trainers.loop import run_training
+from trainers.perturb import Component
+from trainers.telemetry import read_log
+
+#: fp32 on both sides, different kernels: the gap seen is ~2e-6; anything above 1e-4 is another model
+SYNCED = 1e-4
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> str:
+    return vllm_tiny_model(tmp_path_factory.mktemp("vllm-tiny") / "tiny")
+
+
+def _cfg(model_dir: str, **extra) -> TrainConfig:
+    values = {
+        "model": model_dir,
+        "backend": "vllm",
+        "max_tokens": 8,
+        "temperature": 1.0,
+        "seed": 3,
+        "kv_cache_gb": KV_GB,
+    }
+    return TrainConfig(**{**values, **extra})
+
+
+@pytest.fixture(scope="module")
+def rollout(model_dir):
+    from harness.backends.hf import load_model
+    from trainers.vllm_rollout import VLLMRollout
+
+    learner, tokenizer, _ = load_model(model_dir, "float32", "cpu")
+    problems = [Problem(f"p{i}", "digits", "math", f"What is {i} + 1?", {"answer": str(i + 1)}) for i in range(3)]
+    return VLLMRollout(learner, tokenizer, load_template("chat"), {}, _cfg(model_dir)), learner, problems
+
+
+@torch.no_grad()
+def _nudge(model: torch.nn.Module, seed: int, scale: float = 0.05) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    for p in model.parameters():
+        p.add_(scale * torch.randn(p.shape, generator=generator))
+
+
+def _gap_to_learner(rows, learner) -> float:
+    gaps = [
+        max_gap(learner_logprobs(learner, prompt, ids), lps)
+        for prompt, completions, _, _, logprobs in rows
+        for ids, lps in zip(completions, logprobs)
+    ]
+    return max(gaps)
+
+
+def test_sampled_logprobs_match_the_learner_after_a_sync_and_not_before(rollout):
+    engine, learner, problems = rollout
+    assert _gap_to_learner(engine.sample(problems, 2, step=1, logprobs=True), learner) < SYNCED
+    _nudge(learner, seed=1)  # an optimiser step the engine has not seen
+    assert _gap_to_learner(engine.sample(problems, 2, step=2, logprobs=True), learner) > 1e-2
+    engine.sync(learner)
+    assert _gap_to_learner(engine.sample(problems, 2, step=2, logprobs=True), learner) < SYNCED
+
+
+def test_a_cached_prompt_is_recomputed_after_a_weight_push(rollout):
+    """Greedy decode of a prompt longer than a KV block (so its blocks enter the prefix cache), new
+    weights, decode again: without the reset the stale blocks serve the prompt and the log-probs are
+    not the learner's; ``push_weights`` (reload + checked reset) gives the learner's."""
+    from harness.backends.vllm_engine import _repack_kept_weights
+
+    engine, learner, _ = rollout
+    llm, prompt = engine.llm, list(range(200, 520))  # 320 tokens: two full 128-token blocks
+    params = engine.params_class(temperature=0.0, max_tokens=6, min_tokens=6, logprobs=0)
+
+    def decode():
+        out = llm.generate([{"prompt_token_ids": prompt}], params, use_tqdm=False)[0].outputs[0]
+        return list(out.token_ids), [lp[t].logprob for lp, t in zip(out.logprobs, out.token_ids)]
+
+    decode()
+    _nudge(learner, seed=2)
+    llm.collective_rpc("reload_weights", kwargs={"weights_iterator": learner.named_parameters()})
+    llm.apply_model(_repack_kept_weights)  # everything push_weights does except the reset
+    ids, logprobs = decode()
+    assert max_gap(learner_logprobs(learner, prompt, ids), logprobs) > 1e-2  # stale KV served the prompt
+    push_weights(llm, learner.named_parameters())
+    ids, logprobs = decode()
+    assert max_gap(learner_logprobs(learner, prompt, ids), logprobs) < SYNCED
+
+
+def test_a_budget_the_context_cannot_hold_is_refused_before_the_engine_starts(model_dir):
+    from harness.backends.hf import load_model
+    from trainers.vllm_rollout import VLLMRollout
+
+    learner, tokenizer, _ = load_model(model_dir, "float32", "cpu")
+    with pytest.raises(UserError, match="max_tokens 4096 leaves no room.*2048 positions"):
+        VLLMRollout(learner, tokenizer, load_template("chat"), {}, _cfg(model_dir, max_tokens=4096))
+
+
+def test_two_drgrpo_steps_with_backend_vllm(tmp_path, digits_source):
+    values = {
+        "model": vllm_tiny_model(tmp_path / "untied", tie=False),
+        "backend": "vllm",
+        "kv_cache_gb": KV_GB,
+        "stages": [{"name": "digits", "sources": [digits_source]}],
+        "eval_benchmarks": [digits_source],
+        "prompts_per_step": 2,
+        "group_size": 4,
+        "max_tokens": 8,
+        "micro_batch_size": 8,
+        "max_steps": 2,
+        "eval_every": 2,
+        "eval_limit": 4,
+        "save_optimizer": False,
+        "lr": 1e-2,
+        "out": str(tmp_path / "run"),
+    }
+    torch.manual_seed(0)
+    out = run_training(build_config("drgrpo", "cpu-demo", values), progress=False)
+    log = read_log(out)
+    assert [line["step"] for line in log] == [1, 2]
+    assert all(line["time_sync"] >= 0 and line["generations"] == 8 for line in log)
+    assert any(line["grad_norm"] for line in log)  # the tiny model's rewards vary: a real update happened
+    summary = json.loads(next((out / "eval").glob("step-*/summary.json")).read_text())
+    assert summary["protocol"]["backend"]["backend"] == "vllm"  # evaluated on the rollout engine itself
+    assert "eval_" + summary["benchmarks"].popitem()[0] in log[-1]
+
+
+# --- populations -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def arith():
+    from harness.benchmarks.registry import load_problems
+    from trainers.loop import source_instruction
+
+    return load_problems("arith_train")[:24], dict([source_instruction("arith_train")])
+
+
+@pytest.fixture(scope="module")
+def population(arith):
+    from harness.models import resolve_model
+    from trainers.population import PopulationScorer
+
+    problems, instructions = arith
+    path = resolve_model(None)[0]
+    args = (path, "chat", instructions, 12, 24, "float32", 0.0, 1, "float32", "cpu")
+    vllm_scorer, hf_scorer = PopulationScorer(*args, "vllm"), PopulationScorer(*args, "hf")
+    yield vllm_scorer, hf_scorer
+    vllm_scorer.close()
+    hf_scorer.close()
+
+
+SPECS = [[], *[[Component(seed, 0.002)] for seed in (1, 2, 3)]]
+
+
+def test_four_perturbations_score_as_on_the_hf_path(population, arith):
+    """Same weights (one Perturber), greedy decoding, fp32: the same texts and verdicts."""
+    vllm_scorer, hf_scorer = population
+    problems, _ = arith
+    ours, theirs = vllm_scorer.score_many(SPECS, problems), hf_scorer.score_many(SPECS, problems)
+    assert [s.texts for s in ours] == [s.texts for s in theirs]
+    assert [s.correct.tolist() for s in ours] == [s.correct.tolist() for s in theirs]
+    assert len({tuple(s.texts) for s in ours}) > 1  # the perturbations changed what the model says
+
+
+def test_perturbing_in_place_and_restoring_is_exact(population, arith):
+    from harness.backends.hf import load_model
+
+    generator = population[0].local
+    problems, _ = arith
+    base = [
+        (o.token_ids, [lp[t].logprob for lp, t in zip(o.logprobs, o.token_ids)])
+        for o in generator.greedy(problems, True)
+    ]
+    generator.apply(SPECS[1])
+    moved = [list(o.token_ids) for o in generator.greedy(problems)]
+    generator.restore()
+    after = [
+        (o.token_ids, [lp[t].logprob for lp, t in zip(o.logprobs, o.token_ids)])
+        for o in generator.greedy(problems, True)
+    ]
+    assert moved != [list(ids) for ids, _ in base]
+    assert after == base  # bit-for-bit: same tokens, identical float log-probs
+    checkpoint, _, _ = load_model(generator.perturber.model.name_or_path, "float32", "cpu")
+    for name, p in checkpoint.named_parameters():
+        assert torch.equal(generator.perturber.base[name], p) and torch.equal(dict(generator.perturber.params)[name], p)
