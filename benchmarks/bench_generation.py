@@ -83,8 +83,8 @@ def main() -> None:
         wall = (hf["startup_s"] + hf["generate_s"]) / (r["startup_s"] + r["generate_s"])
         r.update(tokens_per_s_ratio=round(speed, 2), wall_ratio_with_startup=round(wall, 2))
         print(
-            f"{name:<16}{r['startup_s']:>12}{r['generate_s']:>12}{r['tokens']:>8}{r['tokens_per_s']:>10}"
-            f"{speed:>11.2f}x{wall:>10.2f}x"
+            f"{name:<16}{r['startup_s']:>12}{r['generate_s']:>12}{r['tokens']:>12}{r['tokens_per_s']:>12}"
+            f"{speed:>11.2f}x{wall:>11.2f}x"
         )
     if args.json:
         Path(args.json).write_text(json.dumps({"settings": vars(args), "runs": runs}, indent=2))

@@ -177,6 +177,10 @@ def test_four_perturbations_score_as_on_the_hf_path(population, arith):
     assert len({tuple(s.texts) for s in ours}) > 1  # the perturbations changed what the model says
 
 
+def _with_logprobs(output):
+    return list(output.token_ids), [lp[t].logprob for lp, t in zip(output.logprobs, output.token_ids)]
+
+
 def test_perturbing_in_place_and_restoring_is_exact(population, arith):
     from harness.backends.hf import load_model
 
