@@ -75,9 +75,8 @@ def main() -> None:
         runs[f"vllm {dtype}"] = measure(lambda: VLLMBackend(path, dtype, device="cpu"), batch, params)
     hf = runs["hf float32"]
     print(f"{args.prompts} prompts x up to {args.max_tokens} tokens, temperature {args.temperature}, same cores\n")
-    print(
-        f"{'engine':<16}{'start-up s':>12}{'generate s':>12}{'tokens':>8}{'tokens/s':>10}{'x hf tok/s':>12}{'x hf wall':>11}"
-    )
+    header = ("engine", "start-up s", "generate s", "tokens", "tokens/s", "x hf tok/s", "x hf wall")
+    print(f"{header[0]:<16}" + "".join(f"{h:>12}" for h in header[1:]))
     for name, r in runs.items():
         speed = r["tokens_per_s"] / hf["tokens_per_s"]
         wall = (hf["startup_s"] + hf["generate_s"]) / (r["startup_s"] + r["generate_s"])
