@@ -28,13 +28,8 @@ def test_vllm_and_hf_backends_agree_on_format():
     assert '"rlvr_eval_vllm_rc": 0' in result.stdout
 
 
-def test_vllm_rollouts_use_the_synced_weights():
-    result = _run("gpu_check_train.py")
+def test_vllm_checks_a_cpu_cannot_settle():
+    """CUDA graphs with pushed weights, bf16 gap, two engines, multi-process mode, exact restore."""
+    result = _run("gpu_check_vllm.py", timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert '"sync_check": "ok"' in result.stdout
-
-
-def test_vllm_population_perturbs_in_place_and_restores_exactly():
-    result = _run("gpu_check_es.py")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert '"restore_exact_after_every_perturbation": true' in result.stdout
+    assert '"all_passed": true' in result.stdout

@@ -81,6 +81,16 @@ def test_sampled_generations_keep_the_record_contract_and_per_sample_seeds(backe
     assert [g.token_ids for g in again] == [g.token_ids for g in ours]
 
 
+def test_seeded_samples_from_a_batch_larger_than_one_engine_step(backends):
+    """Prompts worth more tokens than one scheduler step: vLLM's chunked prefill would rewind a CPU
+    generator (which raises) and make a sample depend on how its prompt was split."""
+    _, vllm_backend = backends
+    prompts = [GenerationRequest(" ".join([str(i)] * 300), seed=i) for i in range(16)]  # ~600 tokens each
+    params = SamplingParams(temperature=1.0, max_tokens=6)
+    batch = vllm_backend.generate(prompts, params)
+    assert [g.token_ids for g in batch[-2:]] == [vllm_backend.generate([r], params)[0].token_ids for r in prompts[-2:]]
+
+
 def test_budget_is_cut_to_the_models_context_like_hf(backends, model_dir):
     hf, vllm_backend = backends
     assert vllm_backend.max_len == hf.max_model_len == 2048  # the checkpoint's own positions, not a constant

@@ -136,6 +136,9 @@ def start_engine(
         kwargs["max_model_len"] = max_model_len
     if device == "cpu":
         kwargs["kv_cache_memory_bytes"] = int((kv_cache_gb or DEFAULT_CPU_KV_CACHE_GB) * (1 << 30))
+        # A prompt split across steps discards the sample drawn on its first part and rewinds that
+        # request's generator, which a CPU generator cannot do (vLLM raises): prefill whole prompts.
+        kwargs["enable_chunked_prefill"] = False
     else:
         kwargs["gpu_memory_utilization"] = gpu_memory_utilization
     saved = os.environ.get(MULTIPROCESSING_ENV)
