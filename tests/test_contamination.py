@@ -119,6 +119,8 @@ def test_train_warns_when_its_data_contains_the_held_out_benchmark(tmp_path, tin
         "cpu-demo",
         "--model",
         tiny_model,
+        "--set",
+        "backend=hf",
         "--max-steps",
         "0",
         "--out",

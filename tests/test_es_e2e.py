@@ -76,7 +76,18 @@ def test_worker_processes_score_like_this_process(tiny_model):
     assert pooled.generations == local.generations == 6
 
 
-TINY = ["--set", "support_size=4", "--set", "test_limit=4", "--set", "max_tokens=8", "--no-progress"]
+# hf: population mechanics on the tiny model (vLLM populations: test_vllm_trainers.py)
+TINY = [
+    "--set",
+    "support_size=4",
+    "--set",
+    "test_limit=4",
+    "--set",
+    "max_tokens=8",
+    "--set",
+    "backend=hf",
+    "--no-progress",
+]
 
 
 def test_randopt_two_perturbations_end_to_end(tmp_path, tiny_model):
@@ -153,6 +164,10 @@ def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoin
     assert set(report["test"]) == {"base", "top1_reference", "stage1", "corp"}
     assert report["test"]["corp"]["inference_passes_per_example"] == 1
     assert {"effective_rank", "kappa", "top_eigenvalues"} <= set(report["stage1"])
+    stage1 = report["stage1"]  # cpu-demo gates Stage 1: the base stays when the merge is worse on the probe
+    assert stage1["gate"] is True and stage1["kept"] == (stage1["probe_accuracy"] >= stage1["base_probe_accuracy"])
+    if not stage1["kept"]:
+        assert report["test"]["stage1"]["accuracy"] == report["test"]["base"]["accuracy"]
     assert len(report["stage2"]["rounds"]) == 1
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert sum(line["event"] == "stage1_grid" for line in log) == 2
@@ -177,6 +192,13 @@ def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoin
     merged = load_file(str(out / "merged" / "model.safetensors"))
     state = model.state_dict()
     assert all(torch.equal(state[k], v) for k, v in merged.items())
+
+
+def test_corp_presets_gate_stage1_on_the_cpu_only():
+    from trainers.es_config import build_es_config
+
+    assert build_es_config("corp", "cpu-demo", {}).stage1_gate is True
+    assert build_es_config("corp", "paper", {}).stage1_gate is False  # as released
 
 
 def test_es_user_errors(tmp_path):

@@ -251,7 +251,8 @@ def test_worker_node_killed_mid_eval_loses_no_sample_and_duplicates_none(cluster
 
 @pytest.mark.slow
 def test_rlvr_train_randopt_on_ray_ranks_like_a_plain_run(cluster, tmp_path, tiny_model):
-    tiny = ["--set", "support_size=4", "--set", "test_limit=4", "--set", "max_tokens=8", "--no-progress"]
+    tiny = ["--set", "support_size=4", "--set", "test_limit=4", "--set", "max_tokens=8", "--set", "backend=hf"]
+    tiny.append("--no-progress")
     common = ["train", "randopt", "--config", "cpu-demo", "--model", tiny_model, "--population", "3", *tiny]
     plain = rlvr(*common, "--out", str(tmp_path / "plain"))
     on_ray = rlvr(

@@ -77,6 +77,7 @@ def _tiny(algorithm, model, out, steps, **extra):
         "out": str(out),
         "lr": 1e-2,
         "stages": stages,
+        "backend": "hf",  # trainer mechanics; the vLLM rollout path has its own tests (test_vllm_trainers.py)
         **extra,
     }
     return build_config(algorithm, "cpu-demo", values)
