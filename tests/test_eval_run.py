@@ -128,6 +128,7 @@ def test_compare_reports_paired_difference(run_a):
     assert data["protocol_differences"] == {}
 
 
+@pytest.mark.slow  # ~30 s of the embedded model; the default suite resumes through the vllm backend too
 def test_sigkill_then_same_command_resumes_without_loss_or_regeneration(tmp_path):
     out = tmp_path / "killed"
     args = [
@@ -203,7 +204,7 @@ def test_yaml_config_with_flag_override(tmp_path, tiny_model):
         (["--benchmarks", "gsm9k"], "did you mean 'gsm8k'"),
         (["--benchmarks", "gsm8k", "--template", "nope"], "unknown template"),
         (["--benchmarks", "gsm8k", "--n", "2", "--pass-k", "4"], "pass@4 needs k between 1 and --n"),
-        (["--benchmarks", "gsm8k", "--backend", "vllm"], "vllm backend needs"),
+        (["--benchmarks", "gsm8k", "--backend", "vllm", "--device", "cuda"], "no CUDA GPU is visible"),
         (["--benchmarks", "gsm8k", "--backend", "openai", "--model", "m"], "--base-url"),
         (["--benchmarks", "gsm8k", "--model", "/nonexistent/dir/x"], "cannot load model"),
         (["--benchmarks", "livecodebench", "--template", "fewshot"], "no worked solutions"),

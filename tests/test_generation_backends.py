@@ -191,22 +191,12 @@ def test_eval_through_an_openai_server_matches_the_hf_backend(tmp_path, tiny_mod
     ] == [(key(r), r["completion"], r["finish_reason"], r["n_tokens"], r["prompt"], r["correct"]) for r in local_rows]
 
 
-def test_vllm_backend_is_guarded():
-    from harness.backends.vllm_engine import require_vllm
+def test_vllm_backend_without_vllm_or_with_the_wrong_build_is_one_line(monkeypatch):
+    from harness.backends import vllm_engine
 
-    try:
-        import torch
-
-        has_gpu = torch.cuda.is_available()
-    except ImportError:
-        has_gpu = False
-    try:
-        import vllm  # noqa: F401
-
-        has_vllm = True
-    except ImportError:
-        has_vllm = False
-    if has_gpu and has_vllm:
-        pytest.skip("vLLM and a GPU are present; the gpu-marked test covers this backend")
-    with pytest.raises(UserError, match="vllm backend needs"):
-        require_vllm()
+    monkeypatch.setattr(vllm_engine, "vllm_build", lambda: "none")
+    with pytest.raises(UserError, match="needs vLLM: `make install`.*or use --backend hf"):
+        vllm_engine.require_vllm()
+    monkeypatch.setattr(vllm_engine, "vllm_build", lambda: "cuda")
+    with pytest.raises(UserError, match="its cuda build but device cpu"):
+        vllm_engine.require_vllm("cpu")

@@ -147,7 +147,7 @@ def arith():
     from harness.benchmarks.registry import load_problems
     from trainers.loop import source_instruction
 
-    return load_problems("arith_train")[:24], dict([source_instruction("arith_train")])
+    return load_problems("arith_train")[:16], dict([source_instruction("arith_train")])
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,7 @@ def population(arith):
 
     problems, instructions = arith
     path = resolve_model(None)[0]
-    args = (path, "chat", instructions, 12, 24, "float32", 0.0, 1, "float32", "cpu")
+    args = (path, "chat", instructions, 12, 16, "float32", 0.0, 1, "float32", "cpu")
     vllm_scorer, hf_scorer = PopulationScorer(*args, "vllm"), PopulationScorer(*args, "hf")
     yield vllm_scorer, hf_scorer
     vllm_scorer.close()

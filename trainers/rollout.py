@@ -1,7 +1,7 @@
 """Rollouts: G completions per prompt from the current policy, graded by the sandbox verifier.
 
 Generation uses the harness's per-sample-seeded sampler (``harness.backends.hf_sampling``) on
-the policy itself (CPU or GPU); on a GPU the vLLM engine in ``trainers.vllm_rollout`` can take
+the policy itself (CPU or GPU); the vLLM engine in ``trainers.vllm_rollout`` (CPU or GPU) can take
 its place. Each sample's seed is derived from (run seed, step, prompt, sample index), so a
 rollout never depends on RNG state and a resumed run regenerates exactly what it would have.
 Rewards come from ``harness.grading.EvalGrader`` — the function ``rlvr eval`` grades with.

