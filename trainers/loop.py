@@ -185,29 +185,20 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             metrics.update(
                 generations_total=generations_total, stage=curriculum.stage.name, lr=scheduler.get_last_lr()[0]
             )
+            save = lambda: _save(  # noqa: E731
+                cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total
+            )
+            saved = None
             if cfg.eval_every and step % cfg.eval_every == 0:
-                metrics.update(
-                    _evaluate(
-                        cfg,
-                        out,
-                        step,
-                        model,
-                        tokenizer,
-                        optimizer,
-                        scheduler,
-                        curriculum,
-                        selection,
-                        generations_total,
-                        sampler,
-                        device,
-                    )
-                )
+                saved = save()
+                metrics.update(_evaluate(cfg, out, step, saved, model, sampler, device))
             log.write(step, metrics)
             if progress:
                 print(_progress_line(step, cfg.max_steps, metrics), flush=True)
             budget_spent = cfg.max_generations is not None and generations_total >= cfg.max_generations
-            if (cfg.save_every and step % cfg.save_every == 0) or step == cfg.max_steps or budget_spent:
-                _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total)
+            due = (cfg.save_every and step % cfg.save_every == 0) or step == cfg.max_steps or budget_spent
+            if due and saved is None:  # an evaluated step is already saved
+                save()
             if budget_spent:
                 print(f"rollout budget of {cfg.max_generations} generations spent at step {step}")
                 break
@@ -323,26 +314,13 @@ def _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, se
     )
 
 
-def _evaluate(
-    cfg: TrainConfig,
-    out: Path,
-    step: int,
-    model,
-    tokenizer,
-    optimizer,
-    scheduler,
-    curriculum,
-    selection,
-    generations_total,
-    sampler,
-    device,
-) -> dict[str, Any]:
-    """Evaluate the current policy with ``rlvr eval`` (same grader) on the held-out benchmarks; with
-    ``backend: vllm`` on the rollout engine itself (weights synced after every update)."""
+def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler, device) -> dict[str, Any]:
+    """Evaluate the policy saved at ``path`` with ``rlvr eval`` (same grader) on the held-out benchmarks;
+    with ``backend: vllm`` on the rollout engine itself (weights synced after every update)."""
+    from harness.backends.hf import dtype_name
     from harness.eval_config import EvalConfig
     from harness.evaluate import run_eval
 
-    path = _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total)
     engine = sampler.eval_backend() if cfg.backend == "vllm" else None
     summary = run_eval(
         EvalConfig(
@@ -356,7 +334,7 @@ def _evaluate(
             out=str(out / "eval" / f"step-{step:06d}"),
             progress=False,
             backend=cfg.backend,
-            dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
+            dtype=dtype_name(model),
             device=str(device).split(":")[0],
         ),
         engine,

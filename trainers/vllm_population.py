@@ -38,7 +38,7 @@ class VLLMPerturbedGenerator:
         kv_cache_gb: float | None = None,
         gpu_memory_utilization: float = 0.6,
     ):
-        from harness.backends.hf import load_model
+        from harness.backends.hf import dtype_name, load_model
         from harness.templates import load_template
 
         self.vllm, self.device = require_vllm(device)
@@ -47,7 +47,7 @@ class VLLMPerturbedGenerator:
         self.perturber = Perturber(self.model, noise_dtype, noise_cache_gb)
         self.llm = start_engine(
             model_path,
-            dtype=str(next(self.model.parameters()).dtype).replace("torch.", ""),
+            dtype=dtype_name(self.model),
             seed=42,
             device=self.device,
             kv_cache_gb=kv_cache_gb,

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import torch
 
 from harness.backends.base import sample_seed
+from harness.backends.hf import dtype_name
 from harness.backends.vllm_engine import VLLMBackend, engine_max_len, push_weights, start_engine, token_budget
 from harness.benchmarks.problems import Problem
 from harness.errors import UserError
@@ -50,7 +51,7 @@ class VLLMRollout:
         device = str(next(model.parameters()).device).split(":")[0]
         self.llm = start_engine(
             resolve_model(cfg.model)[0],
-            dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
+            dtype=dtype_name(model),
             seed=cfg.seed,
             device=device,
             max_model_len=max_len,

@@ -63,6 +63,11 @@ def load_model(path: str, dtype: str = "auto", device: str = "auto"):
     return model.to(device).eval(), tokenizer, device
 
 
+def dtype_name(model: Any) -> str:
+    """A model's parameter dtype as a config string (``float32``, ``bfloat16``)."""
+    return str(next(model.parameters()).dtype).replace("torch.", "")
+
+
 def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
     ids: set[int] = set()
     configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
@@ -89,7 +94,7 @@ class HFBackend:
 
         self.model_path = model_path
         self.model, self.tokenizer, self.device = load_model(model_path, dtype, device)
-        self.dtype = str(next(self.model.parameters()).dtype).replace("torch.", "")
+        self.dtype = dtype_name(self.model)
         self.batch_size = max(1, batch_size)
         self.eos_ids = eos_token_ids(self.model, self.tokenizer)
         self.max_model_len = max_model_len or int(getattr(self.model.config, "max_position_embeddings", 4096))

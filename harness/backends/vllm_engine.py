@@ -142,21 +142,26 @@ def start_engine(
         kwargs["enable_chunked_prefill"] = False
     else:
         kwargs["gpu_memory_utilization"] = gpu_memory_utilization
-    saved = os.environ.get(MULTIPROCESSING_ENV)
-    if in_process:
-        os.environ[MULTIPROCESSING_ENV] = "0"
-    try:
-        with preserved_host_state():
-            llm = vllm.LLM(**kwargs)
-    finally:
-        if in_process:
-            if saved is None:
-                os.environ.pop(MULTIPROCESSING_ENV, None)
-            else:
-                os.environ[MULTIPROCESSING_ENV] = saved
+    with _env(MULTIPROCESSING_ENV, "0" if in_process else None), preserved_host_state():
+        llm = vllm.LLM(**kwargs)
     if in_process:
         check_in_process(llm)
     return llm
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str | None) -> Iterator[None]:
+    """``name=value`` while the block runs (``None``: leave it alone), then the caller's setting back."""
+    saved = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
 
 
 def check_in_process(llm: Any) -> None:
