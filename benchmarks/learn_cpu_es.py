@@ -7,12 +7,13 @@ held-out split, with 95% bootstrap CIs and paired gains over the base: base, Ran
 RandOpt top-K majority vote, CoRP; plus forward passes spent (one greedy generation of one
 problem = one pass), inference passes per test example, and RandOpt's solution density.
 
-    python benchmarks/learn_cpu_es.py [--population 100] [--top-k 1,5,9] [--set KEY=VALUE ...] [--reuse]
+    python benchmarks/learn_cpu_es.py [--population 100] [--top-k 1,5,9] [--set KEY=VALUE ...] [--resume]
 
 ``--set`` overrides a config field for both runs (e.g. ``--set support_size=192``; CoRP-only
-fields such as ``probe_size`` or ``local_population`` are ignored by RandOpt). ``--reuse`` keeps a
+fields such as ``probe_size`` or ``local_population`` are ignored by RandOpt). ``--resume`` keeps a
 run directory whose ``report.json`` exists and whose ``config.yaml`` equals the resolved config
-(except ``out``), so a long comparison can be finished in parts.
+(except ``out``) and continues an unfinished one from its generation journal, so a long
+comparison can be killed and finished in parts, with the numbers of one uninterrupted run.
 
 Writes run directories to results/learn_cpu_es/ and the table to leaderboards/learn_cpu_es/.
 """
@@ -123,7 +124,9 @@ def main() -> int:
         help="override a config field of both runs (repeatable)",
     )
     parser.add_argument(
-        "--reuse", action="store_true", help="keep finished runs whose saved config equals the resolved one"
+        "--resume",
+        action="store_true",
+        help="keep finished runs whose saved config equals the resolved one; continue unfinished ones",
     )
     args = parser.parse_args()
 
@@ -143,15 +146,17 @@ def main() -> int:
     ):
         out = results / algorithm
         cfg = build_es_config(algorithm, "cpu-demo", {**shared, **overrides, "out": str(out)})
-        if args.reuse and finished_with(out, cfg):
+        if args.resume and finished_with(out, cfg):
             print(f"{algorithm}: reusing {out}")
         else:
-            if out.exists():
+            resume = args.resume and (out / "train_log.jsonl").exists()
+            if out.exists() and not resume:
                 shutil.rmtree(out)
-            importlib.import_module(f"trainers.{algorithm}").train(cfg)
+            importlib.import_module(f"trainers.{algorithm}").train(cfg, resume=resume)
         reports[algorithm] = json.loads((out / "report.json").read_text())
         (board / "results.json").write_text(json.dumps(reports, indent=1))
-    command = " ".join(["python benchmarks/learn_cpu_es.py", *(shlex.quote(a) for a in sys.argv[1:] if a != "--reuse")])
+    shown = (shlex.quote(a) for a in sys.argv[1:] if a != "--resume")
+    command = " ".join(["python benchmarks/learn_cpu_es.py", *shown])
     text = render(reports["randopt"], reports["corp"], command)
     (board / "README.md").write_text(text)
     print(text)

@@ -2,6 +2,7 @@
 scorer, and 2-perturbation runs through ``rlvr train`` (tiny splits so the default suite stays fast)."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -193,6 +194,29 @@ def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoin
     state = model.state_dict()
     assert all(torch.equal(state[k], v) for k, v in merged.items())
 
+    # A run killed mid-way (its journal cut after 3 specs, mid-line; no report) resumes to the very
+    # same decisions and numbers, generating only what the journal lacks.
+    journal = (out / "generations.jsonl").read_text().splitlines(keepends=True)
+    assert len(journal) > 4
+    killed = tmp_path / "killed"
+    shutil.copytree(out, killed)
+    (killed / "generations.jsonl").write_text("".join(journal[:3]) + journal[3][:40])
+    (killed / "report.json").unlink()
+    (killed / "spec.json").unlink()
+    shutil.rmtree(killed / "merged")
+    again = ["train", "corp", "--config", "cpu-demo", "--model", tiny_model, "--population", "2", *grid, *TINY]
+    result = rlvr(*again, "--out", str(killed), "--resume")
+    assert result.returncode == 0, result.stderr[-3000:]
+    resumed = json.loads((killed / "report.json").read_text())
+    assert resumed["replayed_specs"] == 3 and report["replayed_specs"] == 0
+    drop = ("minutes", "replayed_specs")
+    assert {k: v for k, v in resumed.items() if k not in drop} == {k: v for k, v in report.items() if k not in drop}
+    for name in ("spec.json", "population.json", "test_samples.jsonl"):
+        assert (killed / name).read_text() == (out / name).read_text()
+    entries = lambda path: [(row["key"], row["texts"]) for row in map(json.loads, path.read_text().splitlines())]  # noqa: E731
+    assert entries(killed / "generations.jsonl") == entries(out / "generations.jsonl")
+    assert (killed / "train_log.jsonl").read_text() == (out / "train_log.jsonl").read_text()
+
 
 def test_corp_presets_gate_stage1_on_the_cpu_only():
     from trainers.es_config import build_es_config
@@ -206,5 +230,12 @@ def test_es_user_errors(tmp_path):
     assert result.returncode != 0 and "--population" in result.stderr and "Traceback" not in result.stderr
     result = rlvr("train", "randopt", "--config", "cpu-demo", "--set", "sigmas=[-1]", "--out", str(tmp_path / "y"))
     assert result.returncode != 0 and "sigmas must be positive" in result.stderr and "Traceback" not in result.stderr
-    result = rlvr("train", "randopt", "--config", "cpu-demo", "--resume", "--out", str(tmp_path / "z"))
-    assert result.returncode != 0 and "reproducible from their seeds" in result.stderr
+    used = tmp_path / "z"
+    used.mkdir()
+    (used / "train_log.jsonl").write_text("")
+    (used / "config.yaml").write_text("population: 3\n")
+    result = rlvr("train", "randopt", "--config", "cpu-demo", "--out", str(used))
+    assert result.returncode != 0 and "pass --resume" in result.stderr and "Traceback" not in result.stderr
+    result = rlvr("train", "randopt", "--config", "cpu-demo", "--resume", "--out", str(used))
+    assert result.returncode != 0 and "other settings (" in result.stderr and "population" in result.stderr
+    assert "Traceback" not in result.stderr

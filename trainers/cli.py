@@ -62,7 +62,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out from its latest checkpoint (policy-gradient trainers)",
+        help=(
+            "continue the run in --out: policy-gradient trainers from their latest checkpoint,"
+            " RandOpt / CoRP from their generation journal"
+        ),
     )
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no per-step progress lines")
     p.set_defaults(func=run)

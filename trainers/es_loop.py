@@ -2,7 +2,8 @@
 the log, held-out reporting with CIs, and the split-half analysis.
 
 Run directory: ``config.yaml``; ``train_log.jsonl`` (one line per scored candidate, grid point,
-round); ``population.json`` (every seed, σ and support score, ranked); ``report.json`` (held-out
+round); ``population.json`` (every seed, σ and support score, ranked); ``generations.jsonl`` (the
+completions of every scored spec, which ``--resume`` replays); ``report.json`` (held-out
 numbers with 95% bootstrap CIs, generations spent, verifier versions); ``test_samples.jsonl``
 (per-problem answers of every reported model); CoRP adds ``spec.json`` and ``merged/``.
 """
@@ -21,9 +22,10 @@ import numpy as np
 from harness.benchmarks.problems import Problem
 from harness.errors import UserError
 from harness.metrics import bootstrap_mean, paired_difference
-from trainers.config import save_settings
+from trainers.config import save_settings, settings_differing_from_saved
 from trainers.corp_ops import best_sigma, draw_population, split_half_overlap
 from trainers.es_config import ESConfig
+from trainers.generation_journal import GenerationJournal
 from trainers.perturb import Component, noise_sketch
 from trainers.population import PopulationScorer, Scored
 from trainers.telemetry import TrainLog
@@ -124,13 +126,20 @@ class ESLog:
 
 
 def prepare_run(cfg: ESConfig, resume: bool) -> Path:
-    if resume:
-        raise UserError(
-            f"{cfg.algorithm} runs do not resume: they are reproducible from their seeds; rerun with a new --out"
-        )
+    """The run directory. ``resume`` continues a killed run of exactly this config from its
+    generation journal (``trainers.generation_journal``); without it a used directory is refused."""
     out = Path(cfg.out or f"results/train-{cfg.algorithm}")
-    if (out / "train_log.jsonl").exists():
-        raise UserError(f"{out} already holds a run; choose a new --out")
+    used = (out / "train_log.jsonl").exists()
+    if used and not resume:
+        raise UserError(f"{out} already holds a run; choose a new --out or pass --resume to continue it")
+    if used:
+        # Neither the worker count nor the noise cache changes a completion.
+        differing = settings_differing_from_saved(out, cfg, ignore=("out", "workers", "noise_cache_gb"))
+        if differing:
+            raise UserError(
+                f"{out} was run with other settings ({', '.join(differing)}); "
+                "resume with its config.yaml or use a new --out"
+            )
     out.mkdir(parents=True, exist_ok=True)
     save_settings(out, cfg)
     return out
@@ -248,16 +257,22 @@ def run_search(cfg: ESConfig, search: Search, resume: bool = False, show_progres
         cfg.device,
         cfg.backend,
     )
+    scorer.journal = journal = GenerationJournal(out, keep=resume)
+    if journal.entries:
+        progress(f"resuming {out}: {len(journal.entries)} scored specs in its generation journal", show_progress)
     log = ESLog(out, dataclasses.asdict(cfg))
     t0 = time.perf_counter()
     try:
         report = search(cfg, scorer, splits, log, out, model_path, model_name, show_progress)
     finally:
         log.close()
+        journal.close()
         scorer.close()
     report.update(
         model=model_name,
-        minutes=round((time.perf_counter() - t0) / 60, 2),
+        # Wall time of this process plus the generation time of the specs it replayed.
+        minutes=round((time.perf_counter() - t0 + journal.replayed_seconds) / 60, 2),
+        replayed_specs=journal.replayed,
         grading=scorer.grader.settings(),
         splits={
             "train_source": cfg.train_source,

@@ -11,16 +11,18 @@ in both papers, so a spec's outcomes are a pure function of (base weights, spec,
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 
 from harness.benchmarks.problems import Problem
 from harness.grading import EvalGrader
+from trainers.generation_journal import GenerationJournal, generation_key
 from trainers.perturb import Component, Perturber, spec_from_json, spec_to_json
 
 
@@ -149,6 +151,8 @@ class PopulationScorer:
             )
         self.grader = EvalGrader()
         self.generations = 0
+        #: The run directory's generation journal (``run_search`` sets it); None generates everything.
+        self.journal: GenerationJournal | None = None
         self.pool: ProcessPoolExecutor | None = None
         args = (model_path, template, instruction_of, max_tokens, batch_size, noise_dtype, 0.0, dtype, device)
         self.ray_actors = ray_generators(args, workers) if backend == "ray" else []
@@ -181,20 +185,45 @@ class PopulationScorer:
 
     def score_many(self, specs: Sequence[Sequence[Component]], problems: Sequence[Problem]) -> list[Scored]:
         """Outcomes of base + spec for every spec. Specs are always applied to the original base
-        (a moved centre is part of the spec), so every process computes identical weights."""
+        (a moved centre is part of the spec), so every process computes identical weights.
+        Completions already in the run's journal are replayed, not generated again."""
         problems = list(problems)
+        ids = [p.id for p in problems]
+        keys = [generation_key(s, ids) for s in specs]
+        texts: list[list[str] | None] = [self.journal.lookup(k) if self.journal is not None else None for k in keys]
+        missing = [i for i, t in enumerate(texts) if t is None]
+        for i, generated, seconds in self._generate([specs[i] for i in missing], problems, missing):
+            texts[i] = generated
+            if self.journal is not None:
+                self.journal.record(keys[i], generated, seconds)
+        self.generations += len(specs) * len(problems)
+        done = [t for t in texts if t is not None]
+        assert len(done) == len(specs), "every spec is generated or replayed"
+        return [self.grade(problems, t) for t in done]
+
+    def _generate(
+        self, specs: Sequence[Sequence[Component]], problems: list[Problem], slots: Sequence[int]
+    ) -> Iterator[tuple[int, list[str], float]]:
+        """(slot, completions, seconds) per spec, each yielded as soon as it exists (in this
+        process: one by one, so a kill loses at most the spec being generated)."""
+        t0 = time.perf_counter()
         if self.ray_actors and len(specs) > 1:
             from sandbox.ray_dispatch import ordered_map
 
             payloads = [(spec_to_json(s, "", self.noise_dtype), problems) for s in specs]
-            texts = list(ordered_map(self.ray_actors, "generate_json", payloads, in_flight=1))
+            batch = list(ordered_map(self.ray_actors, "generate_json", payloads, in_flight=1))
         elif self.pool is not None and len(specs) > 1:
             jobs = [self.pool.submit(_worker_generate, spec_to_json(s, "", self.noise_dtype), problems) for s in specs]
-            texts = [job.result() for job in jobs]
+            batch = [job.result() for job in jobs]
         else:
-            texts = [self.local.generate(s, problems) for s in specs]
-        self.generations += len(specs) * len(problems)
-        return [self.grade(problems, t) for t in texts]
+            for slot, spec in zip(slots, specs):
+                texts = self.local.generate(spec, problems)
+                yield slot, texts, time.perf_counter() - t0
+                t0 = time.perf_counter()
+            return
+        each = (time.perf_counter() - t0) / max(1, len(specs))
+        for slot, texts in zip(slots, batch):
+            yield slot, texts, each
 
     def close(self) -> None:
         if self.pool is not None:
