@@ -149,10 +149,9 @@ def main() -> int:
         if args.resume and finished_with(out, cfg):
             print(f"{algorithm}: reusing {out}")
         else:
-            resume = args.resume and (out / "train_log.jsonl").exists()
-            if out.exists() and not resume:
+            if out.exists() and not args.resume:
                 shutil.rmtree(out)
-            importlib.import_module(f"trainers.{algorithm}").train(cfg, resume=resume)
+            importlib.import_module(f"trainers.{algorithm}").train(cfg, resume=args.resume)
         reports[algorithm] = json.loads((out / "report.json").read_text())
         (board / "results.json").write_text(json.dumps(reports, indent=1))
     shown = (shlex.quote(a) for a in sys.argv[1:] if a != "--resume")

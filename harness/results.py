@@ -39,7 +39,12 @@ SUMMARY = "summary.json"
 
 def read_samples(run_dir: Path, repair: bool = False) -> list[dict[str, Any]]:
     """Every complete sample line. With ``repair``, a torn last line is removed from the file."""
-    path = Path(run_dir) / SAMPLES
+    return read_jsonl(Path(run_dir) / SAMPLES, repair)
+
+
+def read_jsonl(path: Path, repair: bool = False) -> list[dict[str, Any]]:
+    """Every complete line of an append-only JSON-lines file, up to the first torn or corrupt one;
+    with ``repair``, the file is cut back to those lines (so appends continue cleanly)."""
     if not path.exists():
         return []
     data = path.read_bytes()

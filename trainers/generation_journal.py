@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from harness.results import read_jsonl
 from trainers.perturb import Component
 
 JOURNAL_FILE = "generations.jsonl"
@@ -56,20 +57,8 @@ class GenerationJournal:
         self._fh = self.path.open("a", encoding="utf-8")
 
     def _load(self) -> None:
-        data = self.path.read_bytes()
-        good = 0
-        for line in data.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
-                break
-            try:
-                row = json.loads(line)
-                self.entries[row["key"]] = (list(row["texts"]), float(row["seconds"]))
-            except (ValueError, KeyError, TypeError):
-                break
-            good += len(line)
-        if good < len(data):
-            with self.path.open("r+b") as fh:
-                fh.truncate(good)
+        for row in read_jsonl(self.path, repair=True):
+            self.entries[row["key"]] = (list(row["texts"]), float(row["seconds"]))
 
     def lookup(self, key: str) -> list[str] | None:
         hit = self.entries.get(key)

@@ -190,21 +190,21 @@ class PopulationScorer:
         problems = list(problems)
         ids = [p.id for p in problems]
         keys = [generation_key(s, ids) for s in specs]
-        texts: list[list[str] | None] = [self.journal.lookup(k) if self.journal is not None else None for k in keys]
-        missing = [i for i, t in enumerate(texts) if t is None]
-        for i, generated, seconds in self._generate([specs[i] for i in missing], problems, missing):
-            texts[i] = generated
+        texts: dict[str, list[str]] = {}
+        if self.journal is not None:
+            texts = {k: hit for k in set(keys) if (hit := self.journal.lookup(k)) is not None}
+        pending = {k: s for k, s in zip(keys, specs) if k not in texts}  # equal keys: one spec, generated once
+        for key, (generated, seconds) in zip(pending, self._generate(list(pending.values()), problems)):
+            texts[key] = generated
             if self.journal is not None:
-                self.journal.record(keys[i], generated, seconds)
+                self.journal.record(key, generated, seconds)
         self.generations += len(specs) * len(problems)
-        done = [t for t in texts if t is not None]
-        assert len(done) == len(specs), "every spec is generated or replayed"
-        return [self.grade(problems, t) for t in done]
+        return [self.grade(problems, texts[k]) for k in keys]
 
     def _generate(
-        self, specs: Sequence[Sequence[Component]], problems: list[Problem], slots: Sequence[int]
-    ) -> Iterator[tuple[int, list[str], float]]:
-        """(slot, completions, seconds) per spec, each yielded as soon as it exists (in this
+        self, specs: Sequence[Sequence[Component]], problems: list[Problem]
+    ) -> Iterator[tuple[list[str], float]]:
+        """(completions, seconds) per spec, in order, each yielded as soon as it exists (in this
         process: one by one, so a kill loses at most the spec being generated)."""
         t0 = time.perf_counter()
         if self.ray_actors and len(specs) > 1:
@@ -216,14 +216,13 @@ class PopulationScorer:
             jobs = [self.pool.submit(_worker_generate, spec_to_json(s, "", self.noise_dtype), problems) for s in specs]
             batch = [job.result() for job in jobs]
         else:
-            for slot, spec in zip(slots, specs):
-                texts = self.local.generate(spec, problems)
-                yield slot, texts, time.perf_counter() - t0
+            for spec in specs:
+                yield self.local.generate(spec, problems), time.perf_counter() - t0
                 t0 = time.perf_counter()
             return
         each = (time.perf_counter() - t0) / max(1, len(specs))
-        for slot, texts in zip(slots, batch):
-            yield slot, texts, each
+        for texts in batch:
+            yield texts, each
 
     def close(self) -> None:
         if self.pool is not None:
