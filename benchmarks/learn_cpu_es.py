@@ -99,13 +99,15 @@ def render(randopt: dict, corp: dict, command: str) -> str:
 
 
 def finished_with(out: Path, cfg) -> bool:
-    """True when ``out`` holds a finished run of exactly this config (the output path aside)."""
+    """True when ``out`` holds a finished run of this config (up to settings that change no
+    completion: the output path, worker count, noise cache), so its records are left as written."""
     from trainers.config import settings_differing_from_saved
+    from trainers.es_loop import RESUMABLE_CHANGES
 
     return (
         (out / "report.json").is_file()
         and (out / "config.yaml").is_file()
-        and not settings_differing_from_saved(out, cfg)
+        and not settings_differing_from_saved(out, cfg, ignore=RESUMABLE_CHANGES)
     )
 
 

@@ -96,6 +96,17 @@ def test_cloud_statistics_by_hand():
     assert three.effective_rank == pytest.approx(2.0)  # two equal eigenvalues (centring removes one)
 
 
+def test_cloud_directions_are_exactly_zero_on_axes_no_vector_touches():
+    rng = np.random.default_rng(3)
+    A = np.zeros((6, 20))
+    A[:, :6] = rng.standard_normal((6, 6)) * 1e-3  # axes 6..19 belong to seeds outside the set
+    cloud = cloud_stats(A, np.full(6, 1 / 6), rank=4)
+    assert np.all(cloud.directions[:, 6:] == 0.0)  # not ~1e-17: each would be a noise draw per spec
+    assert np.allclose(np.linalg.norm(cloud.directions, axis=1), 1.0)
+    reference = np.linalg.svd(np.sqrt(1 / 6) * (A - cloud.mean), full_matrices=False)[2][:4]
+    assert np.allclose(np.abs(cloud.directions @ reference.T), np.eye(4), atol=1e-9)
+
+
 # ---------------------------------------------------------------- Stage 2
 def test_constructive_score_and_lcb_by_hand():
     y = [1, 1, 0, 0, 1]
@@ -218,6 +229,24 @@ def test_specs_apply_bit_exactly_and_restore_the_base_byte_for_byte(noise_dtype,
     fresh = _toy()
     Perturber(fresh, noise_dtype).apply(spec_from_json(spec_to_json(spec, "toy", noise_dtype)))
     assert all(torch.equal(a, b) for a, b in zip(first, _weights(fresh)))  # reproducible from the JSON spec alone
+
+
+def test_a_spec_with_more_seeds_than_the_cache_holds_stays_within_it_and_gives_the_same_weights():
+    model = _toy()
+    perturber = Perturber(model, "float32", 0.0)
+    slots = 3
+    perturber.cache_bytes = slots * perturber.seed_bytes
+    spec = [Component(seed, 0.01, 1.0) for seed in range(10)]
+    perturber.apply(spec)
+    cached = _weights(model)
+    assert len(perturber._cache) == slots and perturber.draws == 10  # 3 cached, 7 drawn tensor by tensor
+    perturber.apply(spec)
+    assert perturber.draws == 17 and all(torch.equal(a, b) for a, b in zip(cached, _weights(model)))
+    uncached = _toy()
+    Perturber(uncached, "float32").apply(spec)
+    assert all(torch.equal(a, b) for a, b in zip(cached, _weights(uncached)))
+    perturber.apply([Component(42, 0.01)])  # a new seed evicts the least recently used one
+    assert len(perturber._cache) == slots and 42 in perturber._cache
 
 
 def test_noise_is_per_tensor_from_the_same_seed_and_sigma_is_absolute():

@@ -239,3 +239,23 @@ def test_es_user_errors(tmp_path):
     result = rlvr("train", "randopt", "--config", "cpu-demo", "--resume", "--out", str(used))
     assert result.returncode != 0 and "other settings (" in result.stderr and "population" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_learn_cpu_es_reuses_a_finished_run_when_only_the_noise_cache_or_workers_differ(tmp_path):
+    import importlib.util
+
+    from conftest import ROOT
+
+    from trainers.config import save_settings
+    from trainers.es_config import build_es_config
+
+    spec = importlib.util.spec_from_file_location("learn_cpu_es", ROOT / "benchmarks" / "learn_cpu_es.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "randopt"
+    out.mkdir()
+    save_settings(out, build_es_config("randopt", "cpu-demo", {"population": 8, "out": str(out)}))
+    (out / "report.json").write_text("{}")
+    same = {"population": 8, "out": str(tmp_path / "elsewhere"), "noise_cache_gb": 14, "workers": 2}
+    assert script.finished_with(out, build_es_config("randopt", "cpu-demo", same))
+    assert not script.finished_with(out, build_es_config("randopt", "cpu-demo", {**same, "population": 9}))

@@ -141,7 +141,10 @@ def cloud_stats(A: np.ndarray, weights: np.ndarray, rank: int = 8) -> Cloud:
     else:
         effective_rank = 0.0
     keep = min(rank, len(eig))
-    directions = Vt[:keep] / np.maximum(np.linalg.norm(Vt[:keep], axis=1, keepdims=True), Z_EPS)
+    # Axes no row touches are exactly zero in every right singular vector; the SVD leaves ~1e-17
+    # there, which would put every such seed (a full-model noise draw each) into every spec.
+    directions = np.where(np.any(X != 0, axis=0), Vt[:keep], 0.0)
+    directions = directions / np.maximum(np.linalg.norm(directions, axis=1, keepdims=True), Z_EPS)
     return Cloud(mean, directions, eig[:keep], trace, effective_rank, float(mean @ mean) / (trace + 1e-12))
 
 

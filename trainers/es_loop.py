@@ -125,6 +125,11 @@ class ESLog:
         self.log.close()
 
 
+#: Settings a run may change when resumed or reused: neither the output path, the worker count nor
+#: the noise cache changes a completion.
+RESUMABLE_CHANGES = ("out", "workers", "noise_cache_gb")
+
+
 def prepare_run(cfg: ESConfig, resume: bool) -> Path:
     """The run directory. ``resume`` continues a killed run of exactly this config from its
     generation journal (``trainers.generation_journal``); without it a used directory is refused."""
@@ -133,8 +138,7 @@ def prepare_run(cfg: ESConfig, resume: bool) -> Path:
     if used and not resume:
         raise UserError(f"{out} already holds a run; choose a new --out or pass --resume to continue it")
     if used:
-        # Neither the worker count nor the noise cache changes a completion.
-        differing = settings_differing_from_saved(out, cfg, ignore=("out", "workers", "noise_cache_gb"))
+        differing = settings_differing_from_saved(out, cfg, ignore=RESUMABLE_CHANGES)
         if differing:
             raise UserError(
                 f"{out} was run with other settings ({', '.join(differing)}); "

@@ -77,24 +77,36 @@ class Perturber:
         self.applied: Spec = []
         self.cache_bytes = int(noise_cache_gb * 1024**3)
         self._cache: OrderedDict[int, list[torch.Tensor]] = OrderedDict()
+        self.seed_bytes = sum(p.numel() * self.noise_dtype.itemsize for _, p in self.params)
         self.draws = 0  # full-model noise draws (cache misses), for cost accounting
 
-    def _noise(self, seed: int) -> list[torch.Tensor] | None:
-        """Every tensor's noise for a seed, from the cache or drawn and cached (LRU), or None
-        when caching is off (then ``apply`` draws tensor by tensor)."""
+    def _cached_noise(self, spec: Spec) -> dict[int, list[torch.Tensor]]:
+        """Every tensor's noise for the spec's seeds that are cached or can be cached without
+        evicting another seed of the same spec (LRU over the rest). Seeds left out are drawn
+        tensor by tensor in ``apply``, so memory stays within the cache budget however many
+        components a spec has (a 40-seed CoRP spec of a 135M model in fp32 is 22 GB of noise)."""
         if self.cache_bytes <= 0:
-            return None
-        if seed in self._cache:
-            self._cache.move_to_end(seed)
-            return self._cache[seed]
-        noise = [tensor_noise(seed, p.shape, p.device, self.noise_dtype) for _, p in self.params]
-        self.draws += 1
-        size = sum(t.numel() * t.element_size() for t in noise)
-        if size <= self.cache_bytes:
-            while self._cache and size * (len(self._cache) + 1) > self.cache_bytes:
-                self._cache.popitem(last=False)
-            self._cache[seed] = noise
-        return noise
+            return {}
+        slots = self.cache_bytes // max(1, self.seed_bytes)
+        seeds = [c.seed for c in spec]
+        out = {}
+        for seed in seeds:
+            if seed in self._cache:
+                self._cache.move_to_end(seed)
+                out[seed] = self._cache[seed]
+        for seed in seeds:
+            if seed in out:
+                continue
+            while len(self._cache) >= slots:
+                victim = next((s for s in self._cache if s not in out), None)
+                if victim is None:
+                    return out
+                del self._cache[victim]
+            self._cache[seed] = out[seed] = [
+                tensor_noise(seed, p.shape, p.device, self.noise_dtype) for _, p in self.params
+            ]
+            self.draws += 1
+        return out
 
     @torch.no_grad()
     def restore(self) -> None:
@@ -105,15 +117,14 @@ class Perturber:
     def apply(self, spec: Sequence[Component]) -> None:
         """Base + Σ w σ ε(seed), computed from the exact base (previous specs are discarded)."""
         spec = merge_components(spec)
-        cached = {c.seed: self._noise(c.seed) for c in spec}
-        if any(v is None for v in cached.values()):
-            self.draws += len(spec)
+        cached = self._cached_noise(spec)
+        self.draws += sum(c.seed not in cached for c in spec)
         for index, (name, p) in enumerate(self.params):
             delta = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
             for c in spec:
                 noise = (
                     cached[c.seed][index]
-                    if cached[c.seed] is not None
+                    if c.seed in cached
                     else tensor_noise(c.seed, p.shape, p.device, self.noise_dtype)
                 )
                 delta.add_(noise.float(), alpha=c.weight * c.sigma)
