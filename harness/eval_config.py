@@ -26,6 +26,7 @@ NOT_SCORED = (
     "ray",
     "ray_actors",
     "ray_cpus_per_actor",
+    "test_details",
 )
 
 
@@ -58,6 +59,9 @@ class EvalConfig:
     workers: int | None = None
     math_timeout: float = 1.0
     code_limits: dict[str, Any] | None = None
+    #: keep the verifiers' own failure details in samples.jsonl; they quote hidden expected values,
+    #: so off by default (details are then reason, first failing test and counts)
+    test_details: bool = False
     fields: Any = None
     kind: str | None = None
     policy: str | None = None

@@ -198,7 +198,7 @@ def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
     stored = read_samples(run_dir, repair=True)
     done = {(r["id"], r["sample_idx"]) for r in stored}
     todo = [(run, p, j) for run in runs for p in run.problems for j in range(cfg.n) if (p.id, j) not in done]
-    grader = EvalGrader(cfg.workers, cfg.math_timeout, cfg.code_limits)
+    grader = EvalGrader(cfg.workers, cfg.math_timeout, cfg.code_limits, test_details=cfg.test_details)
     try:
         refresh_stale_verdicts(run_dir, stored, {p.id: p for run in runs for p in run.problems}, grader)
     except BaseException:

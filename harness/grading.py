@@ -24,11 +24,22 @@ class EvalGrader:
     expected outputs are computed once per problem, in the sandbox, and cached on disk)."""
 
     def __init__(
-        self, workers: int | None = None, math_timeout: float = 1.0, code_limits: dict[str, Any] | None = None
+        self,
+        workers: int | None = None,
+        math_timeout: float = 1.0,
+        code_limits: dict[str, Any] | None = None,
+        test_details: bool = False,
     ):
+        """``test_details`` keeps the judge's failure details, which quote hidden expected values:
+        for evaluation logs (``rlvr eval --test-details``), never for a trainer's rewards."""
         self.math_timeout = math_timeout
         self.code_limits = dict(code_limits or {})
-        self.service = GradingService(workers=workers, math_timeout=math_timeout, code_limits=self.code_limits or None)
+        self.service = GradingService(
+            workers=workers,
+            math_timeout=math_timeout,
+            code_limits=self.code_limits or None,
+            test_details=test_details,
+        )
         self._gold: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 

@@ -63,7 +63,7 @@ def regrade(run_dir: Path, grader: str = "ours", update: bool = False, workers: 
     if grader == "ours":
         from harness.grading import EvalGrader
 
-        evaluator = EvalGrader(workers or cfg.workers, cfg.math_timeout, cfg.code_limits)
+        evaluator = EvalGrader(workers or cfg.workers, cfg.math_timeout, cfg.code_limits, test_details=cfg.test_details)
         try:
             verdicts = evaluator.grade([(problems[r["id"]], r["completion"]) for r in rows])
         finally:

@@ -1,7 +1,9 @@
 """A thin client for ``rlvr serve``: the adapters grade remotely with the same results.
 
-Retries are for transport failures and ``429``/``503`` only (honouring ``Retry-After``); a
-verdict is never retried into a different verdict.
+Retries are for transport failures and ``429``/``503`` only (honouring ``Retry-After``), and
+for items the server answered as never run (``sandbox.verdict.NOT_RUN``: no judge was free
+before the request deadline); those alone are sent again. A verdict of a program that ran is
+never retried into a different verdict.
 """
 
 from __future__ import annotations
@@ -11,7 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from sandbox.service import Item
-from sandbox.verdict import Verdict
+from sandbox.verdict import NOT_RUN, Verdict
+
+#: How long past its deadline a request may take: an item that started keeps its own limits
+#: (the server's default cap on ``total_s`` is 900 s, plus 5 s of grace), with room to spare.
+RUNNING_GRACE_S = 960.0
 
 
 class RewardServerError(RuntimeError):
@@ -35,8 +41,17 @@ class RewardClient:
     """``RewardClient("http://127.0.0.1:8000", token=...)``; pass it as ``client=`` to any adapter."""
 
     def __init__(
-        self, url: str, token: str | None = None, timeout: float = 300.0, retries: int = 8, backoff: float = 0.5
+        self,
+        url: str,
+        token: str | None = None,
+        timeout: float = 300.0,
+        retries: int = 8,
+        backoff: float = 0.5,
+        running_grace: float = RUNNING_GRACE_S,
     ):
+        """``timeout`` is the request deadline sent to the server (how long items may wait for
+        a judge); the HTTP read waits ``running_grace`` longer for items that started."""
+        self.running_grace = running_grace
         self.url = url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.timeout = timeout
@@ -50,7 +65,9 @@ class RewardClient:
         last = ""
         for attempt in range(self.retries + 1):
             try:
-                response = httpx.post(self.url + path, json=body, headers=self.headers, timeout=self.timeout)
+                response = httpx.post(
+                    self.url + path, json=body, headers=self.headers, timeout=self.timeout + self.running_grace
+                )
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
@@ -68,11 +85,23 @@ class RewardClient:
         raise RewardServerError(f"{path}: gave up after {self.retries + 1} attempts ({last})")
 
     def grade(self, items: Sequence[dict[str, Any]], timeout: float | None = None) -> list[dict[str, Any]]:
-        """Grade raw items (the ``/v1/grade`` item shape); returns the result rows in order."""
-        body: dict[str, Any] = {"items": list(items)}
-        if timeout is not None:
-            body["timeout"] = timeout
-        return self._post("/v1/grade", body)["results"]
+        """Grade raw items (the ``/v1/grade`` item shape); returns the result rows in order.
+        Items the server did not run are sent again (up to ``retries`` times); one still not run
+        then keeps its maskable ``sandbox_error``."""
+        items = list(items)
+        body: dict[str, Any] = {"items": items, "timeout": self.timeout if timeout is None else timeout}
+        rows = self._post("/v1/grade", body)["results"]
+        delay = self.backoff
+        for _ in range(self.retries):
+            again = [i for i, row in enumerate(rows) if row.get("detail") == NOT_RUN]
+            if not again:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
+            fresh = self._post("/v1/grade", {**body, "items": [items[i] for i in again]})["results"]
+            for i, row in zip(again, fresh):
+                rows[i] = row
+        return rows
 
     def grade_items(self, items: Sequence[Item]) -> list[Verdict]:
         return [_verdict(row) for row in self.grade(_payload(items))]

@@ -116,7 +116,10 @@ class RayGrader:
         code_limits: Any = None,
         unsafe: bool = False,
         shards: int = 1,
+        test_details: bool = False,
     ):
+        """``test_details`` keeps the judge's failure details (they quote hidden expected values):
+        off for rewards, on for offline grading (``rlvr grade --ray``)."""
         import ray
 
         connect(address)
@@ -128,6 +131,7 @@ class RayGrader:
             "code_limits": code_limits,
             "unsafe": unsafe,
             "shards": shards,
+            "test_details": test_details,
         }
         self.actors = start_actors(GraderActor, actors, {"num_cpus": cpus_per_actor}, options)
         self.chunk_items = max(1, chunk_items)

@@ -2,7 +2,9 @@
 
 All of them build the same items and grade them through ``GradingService.grade`` (locally) or
 ``RewardClient`` (remotely, which calls the same service on the server), so a reward equals
-the grade ``rlvr eval`` would report for the same completion.
+the grade ``rlvr eval`` would report for the same completion. The default service redacts
+verdict details (no hidden expected value reaches a reward path) and runs code on every call
+(no cached lucky pass); see ``sandbox.service``.
 
 TRL::
 

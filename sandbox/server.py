@@ -6,11 +6,18 @@ Endpoints: ``POST /v1/grade`` (ours), ``POST /get_reward`` (OpenRLHF), ``POST /r
 
 Behaviour: bearer-token auth on everything but ``/healthz`` when a token is set; request bodies
 over ``max_body_bytes`` get ``413``; malformed bodies get ``400``/``422`` naming the bad field;
-more queued items than ``max_queue_items`` get ``429`` with ``Retry-After``; every item gets a
-verdict by the request deadline (an item cut off is a ``timeout``/``time_limit`` verdict, not
-an error); identical items return identical verdicts (settled verdicts are cached); a crashed or
-hung grading worker is killed and replaced by its pool without failing other items; one JSON
-log line per request.
+more queued items than ``max_queue_items`` get ``429`` with ``Retry-After``; a crashed or hung
+grading worker is killed and replaced by its pool without failing other items; one JSON log line
+per request.
+
+Deadlines: a request's deadline bounds how long its items *wait*. A code item takes a judge
+slot (``sandbox.server_slots``) only when one is free; an item still waiting at the deadline is
+never run and gets a maskable ``sandbox_error`` whose detail is ``sandbox.verdict.NOT_RUN`` (on
+``/get_reward``, whose answer cannot mask, and ``/run_code``: ``503`` with ``Retry-After``). An item
+that started keeps its own limits: the answer waits for its verdict, at most ``total_s`` + 5 s
+after it started (past that it is a scored ``time_limit``). A math item not graded by the
+deadline is a maskable ``timeout``. Math verdicts are cached; code items run on every request.
+Details are redacted (``sandbox.verdict.redact``) unless the server runs with ``test_details``.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import itertools
 import json
 import logging
 import sys
@@ -25,7 +33,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -39,8 +47,17 @@ from sandbox.server_protocols import (
     run_code_request,
     sandbox_fusion_response,
 )
-from sandbox.service import GradingService, Item, failure_verdict, timeout_verdict, verdict_row
-from sandbox.verdict import Verdict
+from sandbox.server_slots import JudgeSlots
+from sandbox.service import (
+    GradingService,
+    Item,
+    failure_verdict,
+    not_run_verdict,
+    overrun_verdict,
+    timeout_verdict,
+    verdict_row,
+)
+from sandbox.verdict import NOT_RUN, OVERRUN, Verdict, redact
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER, PACKAGE_VERSION
 
 DEFAULT_LIMIT_CAPS: dict[str, float] = {
@@ -75,6 +92,9 @@ class ServerConfig:
     request_timeout: float = 300.0
     math_timeout: float = 1.0
     unsafe: bool = False
+    #: Keep the judge's own failure details (they quote hidden expected values); for evaluation
+    #: use only, never for a reward path a policy learns from.
+    test_details: bool = False
     #: The most each client-supplied code limit (``limits`` of an item, a test's ``time_s``,
     #: ``/run_code``'s timeouts and memory) may ask for; more is refused with 422, never run.
     limit_caps: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LIMIT_CAPS))
@@ -93,9 +113,15 @@ class ServerConfig:
             raise ValueError(f"unknown limit cap(s) {sorted(unknown)}; known: {sorted(DEFAULT_LIMIT_CAPS)}")
 
 
+#: What ``ServerState._on_judge`` returns for work that never started / held its judge too long.
+NOT_STARTED = object()
+OVERRUN_MARK = object()
+
+
 class ServerState:
     """What the endpoints share: the config, the grading service, the metrics, the grading
-    threads and the admission queue (back-pressure: 413 past the per-request cap, 429 when full)."""
+    threads, the judge slots and the admission queue (back-pressure: 413 past the per-request
+    cap, 429 when full)."""
 
     def __init__(self, config: ServerConfig, service: GradingService | None):
         self.config = config
@@ -105,17 +131,29 @@ class ServerState:
         self.executor = ThreadPoolExecutor(
             max_workers=max(4, (config.workers or 2) * 4), thread_name_prefix="rlvr-grade"
         )
+        self.slots: JudgeSlots | None = None
+        self.code_executor: ThreadPoolExecutor | None = None
+        self._requests = itertools.count()
         self._queue_lock = threading.Lock()
 
     async def start(self) -> None:
         if self.service is None:
             self.service = GradingService(
-                workers=self.config.workers, math_timeout=self.config.math_timeout, unsafe=self.config.unsafe
+                workers=self.config.workers,
+                math_timeout=self.config.math_timeout,
+                unsafe=self.config.unsafe,
+                test_details=self.config.test_details,
             )
             await asyncio.to_thread(self.service.warm_up)  # ready means warm
+        judges = self.service.code.workers
+        self.slots = JudgeSlots(judges)
+        # one thread per judge: a code item that holds a slot never waits for a thread
+        self.code_executor = ThreadPoolExecutor(max_workers=judges, thread_name_prefix="rlvr-judge")
 
     def stop(self) -> None:
         self.executor.shutdown(wait=True)
+        if self.code_executor is not None:
+            self.code_executor.shutdown(wait=True)
         if self.owned and self.service is not None:
             self.service.close()
 
@@ -149,38 +187,100 @@ class ServerState:
             with self._queue_lock:
                 metrics.queued -= n
 
+    def shown(self, verdict: Verdict) -> Verdict:
+        """Redacted unless this server keeps test details (a given service may keep them)."""
+        return verdict if self.config.test_details else redact(verdict)
+
     async def grade(self, items: list[Item], deadline: float) -> list[dict[str, Any]]:
-        """Grade with a per-request deadline: unfinished items become timeout verdicts."""
+        """Grade with a per-request deadline on waiting (see the module docstring)."""
         with self.admitted(len(items)):
-            loop = asyncio.get_running_loop()
-            math_idx = [i for i, it in enumerate(items) if it.kind == "math"]
-            chunks = [math_idx[start : start + MATH_CHUNK] for start in range(0, len(math_idx), MATH_CHUNK)]
-            chunks += [[i] for i, it in enumerate(items) if it.kind == "code"]
-            futures = [
-                loop.run_in_executor(self.executor, self.service.grade, [items[i] for i in chunk]) for chunk in chunks
-            ]  # type: ignore[union-attr]
-            remaining = max(0.0, deadline - time.monotonic())
-            done, _ = await asyncio.wait(futures, timeout=remaining) if futures else (set(), set())
-        rows: list[dict[str, Any] | None] = [None] * len(items)
+            request = next(self._requests)
+            code_idx = [i for i, it in enumerate(items) if it.kind == "code"]
+            math_part = self._grade_math(items, deadline)
+            code_part = [self._grade_code(items[i], request, deadline) for i in code_idx]
+            math_verdicts, *code_verdicts = await asyncio.gather(math_part, *code_part)
+        verdicts: dict[int, Verdict] = {**math_verdicts, **dict(zip(code_idx, code_verdicts))}
+        rows = [verdict_row(item.id, self.shown(verdicts[i])) for i, item in enumerate(items)]
+        for kind in ("math", "code"):
+            self.metrics.observe_items(kind, [r for r, it in zip(rows, items) if it.kind == kind])
+        return rows
+
+    async def _grade_math(self, items: list[Item], deadline: float) -> dict[int, Verdict]:
+        """Math chunks on the grading threads; a chunk not back by the deadline is ``timeout``."""
+        loop = asyncio.get_running_loop()
+        math_idx = [i for i, it in enumerate(items) if it.kind == "math"]
+        chunks = [math_idx[start : start + MATH_CHUNK] for start in range(0, len(math_idx), MATH_CHUNK)]
+        futures = [
+            loop.run_in_executor(self.executor, self.service.grade, [items[i] for i in chunk])  # type: ignore[union-attr]
+            for chunk in chunks
+        ]
+        remaining = max(0.0, deadline - time.monotonic())
+        done, _ = await asyncio.wait(futures, timeout=remaining) if futures else (set(), set())
+        out: dict[int, Verdict] = {}
         for chunk, future in zip(chunks, futures):
             for position, i in enumerate(chunk):
                 if future in done and future.exception() is None:
-                    verdict = future.result()[position]
+                    out[i] = future.result()[position]
                 elif future in done:
-                    verdict = failure_verdict(items[i].kind, f"grader failed: {future.exception()}")
+                    out[i] = failure_verdict("math", f"grader failed: {future.exception()}")
                 else:
-                    verdict = timeout_verdict(items[i].kind, "request deadline reached before a verdict")
-                rows[i] = verdict_row(items[i].id, verdict)
-        for kind in ("math", "code"):
-            self.metrics.observe_items(kind, [r for r, it in zip(rows, items) if it.kind == kind and r is not None])
-        return [r for r in rows if r is not None]
+                    out[i] = timeout_verdict("request deadline reached before a verdict")
+        return out
+
+    async def _on_judge(self, request: int, deadline: float, hold_s: float, work: Callable[[], Any]) -> Any:
+        """Run ``work`` on a judge slot: ``NOT_STARTED`` when no slot came by ``deadline``,
+        ``OVERRUN_MARK`` when it held the slot past ``hold_s``. The slot is released when ``work``
+        returns, never earlier (a request that gives up does not free a busy judge)."""
+        assert self.slots is not None and self.code_executor is not None
+        token = await self.slots.acquire(request, deadline, hold_s)
+        if token is None:
+            self.metrics.observe_not_run()
+            return NOT_STARTED
+        loop = asyncio.get_running_loop()
+        slots = self.slots
+
+        def released(_: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: the server is stopping
+                loop.call_soon_threadsafe(slots.release, token)
+
+        job = self.code_executor.submit(work)
+        job.add_done_callback(released)
+        running = asyncio.wrap_future(job)
+        done, _ = await asyncio.wait([running], timeout=hold_s)
+        if not done:
+            return OVERRUN_MARK
+        return running.result()
+
+    async def _grade_code(self, item: Item, request: int, deadline: float) -> Verdict:
+        service = self.service
+        assert service is not None
+        try:
+            result = await self._on_judge(request, deadline, service.hold_s(item), lambda: service.grade([item])[0])
+        except Exception as exc:  # the machinery failed, not the program
+            return failure_verdict("code", f"grader failed: {exc}")
+        if result is NOT_STARTED:
+            return not_run_verdict()
+        if result is OVERRUN_MARK:
+            return overrun_verdict()
+        return result
 
     async def run_program(self, code: str, stdin: str, language: str, limits: dict[str, Any] | None) -> dict[str, Any]:
+        service = self.service
+        assert service is not None and self.slots is not None
+        hold = service.hold_s(Item(0, "code", code, {"language": language, "limits": limits}))
         with self.admitted(1):
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self.executor, lambda: self.service.code.run_program(code, stdin, language, limits)
-            )  # type: ignore[union-attr]
+            result = await self._on_judge(
+                next(self._requests),
+                time.monotonic() + self.config.request_timeout,
+                hold,
+                lambda: service.code.run_program(code, stdin, language, limits),
+            )
+        if result is NOT_STARTED:
+            raise HTTPProblem(503, NOT_RUN, {"Retry-After": str(self.slots.retry_after())})
+        if result is OVERRUN_MARK:
+            run = {"status": "tle", "stdout": "", "stderr": "", "exit_code": None, "wall_ms": hold * 1000}
+            return {"compile": None, "run": run, "reason": "time_limit", "detail": OVERRUN}
+        return result
 
 
 def request_guard(config: ServerConfig, metrics: Metrics):
@@ -258,6 +358,8 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
     async def get_reward(request: Request):
         items = openrlhf_request(await state.read_json(request), config.limit_caps)
         rows = await state.grade(items, time.monotonic() + config.request_timeout)
+        if any(row["detail"] == NOT_RUN for row in rows):  # a reward list cannot mask: ask again
+            raise HTTPProblem(503, NOT_RUN, {"Retry-After": str(state.slots.retry_after())})  # type: ignore[union-attr]
         return JSONResponse(
             openrlhf_response([Verdict.from_dict(r) for r in rows]), headers={"x-rlvr-items": str(len(rows))}
         )

@@ -1,5 +1,6 @@
 """The reward server's Prometheus metrics: request counts and latency histograms per endpoint,
-verdict counts per kind and reason, the queue depth and worker restarts."""
+verdict counts per kind and reason, code items never run (their request's deadline passed while
+they waited for a judge), the queue depth and worker restarts."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ class Histogram:
             if seconds <= bound:
                 self.counts[i] += 1
 
+    def observe_not_run(self) -> None:
+        with self.lock:
+            self.not_run += 1
+
     def render(self, name: str, labels: str) -> list[str]:
         sep = "," if labels else ""
         lines = [f'{name}_bucket{{{labels}{sep}le="{b}"}} {c}' for b, c in zip(LATENCY_BUCKETS, self.counts)]
@@ -40,6 +45,7 @@ class Metrics:
     request_latency: dict[str, Histogram] = field(default_factory=dict)
     item_latency: dict[str, Histogram] = field(default_factory=dict)
     queued: int = 0
+    not_run: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def observe_request(self, endpoint: str, status: int, seconds: float) -> None:
@@ -52,6 +58,10 @@ class Metrics:
             for row in rows:
                 self.items[(kind, row["reason"])] += 1
                 self.item_latency.setdefault(kind, Histogram()).observe((row.get("elapsed_ms") or 0) / 1000)
+
+    def observe_not_run(self) -> None:
+        with self.lock:
+            self.not_run += 1
 
     def render(self, restarts: dict[str, int]) -> str:
         with self.lock:
@@ -71,6 +81,9 @@ class Metrics:
                 "# HELP rlvr_queue_items Items accepted and not yet answered.",
                 "# TYPE rlvr_queue_items gauge",
                 f"rlvr_queue_items {self.queued}",
+                "# HELP rlvr_not_run_total Code items never run: no judge was free before the request deadline.",
+                "# TYPE rlvr_not_run_total counter",
+                f"rlvr_not_run_total {self.not_run}",
             ]
             out += ["# HELP rlvr_request_seconds Request latency.", "# TYPE rlvr_request_seconds histogram"]
             for endpoint, hist in sorted(self.request_latency.items()):

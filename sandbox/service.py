@@ -5,6 +5,15 @@ Every adapter (TRL, verl, OpenRLHF), the HTTP server and the remote client funne
 ``GradingService.grade``, which calls exactly ``MathGrader.verify_batch`` and
 ``CodeGrader.verify_batch``: a reward seen in training and a grade reported in evaluation come
 from the same functions with the same settings.
+
+What is cached: math verdicts only. A math verdict is a pure function of the completion, the
+gold and the options, so a repeat is answered from an LRU. A code verdict is what running the
+program gave this time; a program whose behaviour varies (it guesses, reads the clock) must be
+run again on every request, or one lucky pass would be paid out forever.
+
+What is shown: on reward paths ``detail`` is ``sandbox.verdict.redact``-ed (reason, first
+failing test and counts only), so no hidden expected value reaches a policy; evaluation logs
+ask for the judge's own text with ``test_details=True``.
 """
 
 from __future__ import annotations
@@ -16,13 +25,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.code.limits import Limits
 from sandbox.code.testcases import PreparedTests
 from sandbox.code.verify import CodeGrader
 from sandbox.math.verify import MathGrader
-from sandbox.verdict import Verdict
+from sandbox.verdict import NOT_RUN, OVERRUN, Verdict, redact
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
 KINDS = ("math", "code")
+#: How long past its own budget a code item may hold a judge before the service stops waiting.
+HOLD_GRACE_S = 5.0
 MATH_OPTIONS = (
     "policy",
     "answer_type",
@@ -114,10 +126,12 @@ def verdict_row(item_id: Any, verdict: Verdict) -> dict[str, Any]:
 
 
 class GradingService:
-    """Math and code graders behind one ``grade`` call, with an LRU of settled verdicts.
+    """Math and code graders behind one ``grade`` call, with an LRU of settled math verdicts.
 
-    Identical items get identical verdicts; a verdict that says nothing about the model
-    (timeout, grader or sandbox error) is never cached, so a retry grades again.
+    Identical math items get identical verdicts; a math verdict that says nothing about the model
+    (timeout, grader error) is never cached, so a retry grades again. Code items are run on every
+    call (see the module docstring). ``test_details=False`` (the default, for reward paths)
+    redacts every verdict's detail; evaluation logs pass True to keep the judge's text.
     """
 
     def __init__(
@@ -128,9 +142,11 @@ class GradingService:
         unsafe: bool = False,
         cache_size: int = 65536,
         shards: int | None = None,
+        test_details: bool = False,
     ):
         self.math = MathGrader(workers=workers, timeout=math_timeout, shards=shards)
         self.code = CodeGrader(workers=workers, limits=code_limits, unsafe=unsafe)
+        self.test_details = test_details
         self._cache: OrderedDict[str, Verdict] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -151,18 +167,35 @@ class GradingService:
             out[kind] = pool.restarts if pool is not None else 0
         return out
 
-    def _cached(self, key: str) -> Verdict | None:
+    def hold_s(self, item: Item) -> float:
+        """The longest a code item may hold a judge: its whole-submission budget (``total_s``,
+        compile included; for a compiled language at least its compile limit) plus
+        ``HOLD_GRACE_S``. A request deadline never cuts a running item shorter than this: that
+        would score the program on time it was not given."""
+        limits = item.payload.get("limits")
+        try:
+            resolved = Limits.from_any(limits) if limits is not None else self.code.limits
+        except (ValueError, TypeError):
+            resolved = self.code.limits  # graded as bad_input at once; the bound does not matter
+        compiled = item.payload.get("language", "python") not in ("python", "python3")
+        budget = max(resolved.total_s, resolved.compile_time_s) if compiled else resolved.total_s
+        return budget + HOLD_GRACE_S
+
+    def _cached(self, item: Item) -> Verdict | None:
+        if item.kind != "math":
+            return None
         with self._lock:
+            key = item.cache_key()
             verdict = self._cache.get(key)
             if verdict is not None:
                 self._cache.move_to_end(key)
             return verdict
 
-    def _remember(self, key: str, verdict: Verdict) -> None:
-        if not verdict.verifiable:
+    def _remember(self, item: Item, verdict: Verdict) -> None:
+        if item.kind != "math" or not verdict.verifiable:
             return
         with self._lock:
-            self._cache[key] = verdict
+            self._cache[item.cache_key()] = verdict
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
 
@@ -171,7 +204,7 @@ class GradingService:
         results: list[Verdict | None] = [None] * len(items)
         groups: dict[str, list[int]] = {"math": [], "code": []}
         for index, item in enumerate(items):
-            cached = self._cached(item.cache_key())
+            cached = self._cached(item)
             if cached is not None:
                 results[index] = cached
             else:
@@ -180,20 +213,31 @@ class GradingService:
             batch = [{"completion": items[i].completion, **items[i].payload} for i in groups["math"]]
             for index, verdict in zip(groups["math"], self.math.verify_batch(batch)):
                 results[index] = verdict
+                self._remember(items[index], verdict)
         if groups["code"]:
             batch = [{"completion": items[i].completion, **items[i].payload} for i in groups["code"]]
             for index, verdict in zip(groups["code"], self.code.verify_batch(batch)):
                 results[index] = verdict
-        for index in groups["math"] + groups["code"]:
-            self._remember(items[index].cache_key(), results[index])  # type: ignore[arg-type]
-        return [r for r in results if r is not None]
+        shown = (lambda v: v) if self.test_details else redact
+        return [shown(r) for r in results if r is not None]
 
 
-def timeout_verdict(kind: str, detail: str) -> Verdict:
-    """The verdict for an item the request deadline cut off (a verdict, not an error)."""
-    if kind == "math":
-        return Verdict(False, 0.0, "timeout", None, 0.0, MATH_VERIFIER, detail)
-    return Verdict(False, 0.0, "time_limit", None, 0.0, CODE_VERIFIER, detail, 0, 0, None)
+def timeout_verdict(detail: str) -> Verdict:
+    """A math item the request deadline cut off: ``timeout``, maskable (math comparisons have
+    their own per-item deadline, so this only happens when a request ran out of time)."""
+    return Verdict(False, 0.0, "timeout", None, 0.0, MATH_VERIFIER, detail)
+
+
+def not_run_verdict() -> Verdict:
+    """A code item that never ran: it waited for a judge until its request's deadline. Queue
+    time is never the program's time, so the verdict is maskable and says so."""
+    return Verdict(False, 0.0, "sandbox_error", None, 0.0, CODE_VERIFIER, NOT_RUN, 0, 0, None)
+
+
+def overrun_verdict() -> Verdict:
+    """A code item that held its judge past ``hold_s``: the program had its whole budget and
+    did not finish, so it is scored (``time_limit``), not masked."""
+    return Verdict(False, 0.0, "time_limit", None, 0.0, CODE_VERIFIER, OVERRUN, 0, 0, None)
 
 
 def failure_verdict(kind: str, detail: str) -> Verdict:

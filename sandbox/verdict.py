@@ -6,7 +6,7 @@ could not decide", so unverifiable samples can be masked instead of being taught
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 MATH_REASONS = ("ok", "wrong_answer", "no_answer", "unparseable", "timeout", "grader_error")
@@ -25,6 +25,13 @@ CODE_REASONS = (
 )
 #: Outcomes that say nothing about the model's answer; trainers may mask them.
 UNVERIFIABLE_REASONS = frozenset({"timeout", "grader_error", "sandbox_error", BAD_INPUT})
+#: The detail of a code item the service never ran: it waited for a judge until its request's
+#: deadline. Waiting is never the program's time, so the verdict is maskable (``sandbox_error``).
+NOT_RUN = "not run: no judge was free before the request deadline; send the item again"
+#: The detail of a code item that held its judge past its whole budget (``total_s`` + grace).
+OVERRUN = "ran past its total_s budget and was cut off"
+#: Details the service writes itself; they say nothing about the tests, so redaction keeps them.
+SERVICE_DETAILS = frozenset({NOT_RUN, OVERRUN})
 
 
 @dataclass(frozen=True)
@@ -75,3 +82,27 @@ class Verdict:
     def from_dict(cls, data: dict[str, Any]) -> "Verdict":
         fields = cls.__dataclass_fields__
         return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+def generic_detail(verdict: Verdict) -> str:
+    """A detail built from the structured fields only (reason, first failing test, counts)."""
+    parts = [verdict.reason]
+    if verdict.first_failure is not None:
+        parts.append(f"first failing test {verdict.first_failure}")
+    if verdict.total:
+        parts.append(f"{verdict.passed}/{verdict.total} tests passed")
+    return "; ".join(parts)
+
+
+def redact(verdict: Verdict) -> Verdict:
+    """The verdict as a reward path may show it: ``detail`` replaced by ``generic_detail``.
+
+    A failure's detail can quote hidden test data (``test 3: expected 7, got 0``, an assert's
+    source line in a traceback, a gold answer in a parse error); a feedback loop, multi-turn RL
+    or an exported dataset would then learn the hidden tests. Nothing here parses the text: a
+    detail made of the reason and counts cannot leak, whatever the judge wrote. Pure and
+    idempotent, so every layer of a reward path may apply it.
+    """
+    if verdict.detail in SERVICE_DETAILS or verdict.detail == generic_detail(verdict):
+        return verdict
+    return replace(verdict, detail=generic_detail(verdict))

@@ -1,5 +1,7 @@
 """Length-prefixed JSON messages: over pipes (with deadlines) and over Unix sockets (with file
-descriptors). Kept dependency-light: sandboxed processes are forked from code that imports it."""
+descriptors), and the deadlines a worker's answer is awaited under: wall clock, or a budget of
+the worker process's own CPU time (``Deadline``, read with ``process_cpu_s``) with a wall-clock
+backstop. Kept dependency-light: sandboxed processes are forked from code that imports it."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import select
 import socket
 import struct
 import time
+from dataclasses import dataclass
 from typing import Any
 
 _HEADER = struct.Struct("!I")
@@ -16,11 +19,76 @@ MAX_MESSAGE = 256 * 1024 * 1024
 
 
 class WorkerTimeout(Exception):
-    """The call overran its deadline; the worker was killed and replaced."""
+    """The call overran its deadline; the worker was killed and replaced.
+
+    ``clock`` says which limit ended the call: ``"cpu"`` when the worker's own CPU time reached
+    the call's budget, ``"wall"`` when the wall clock reached its deadline (for a CPU budget: the
+    backstop, so a worker starved by load was given several times its budget first).
+    ``cpu_s`` and ``wall_s`` are what the call had used when it was stopped (None: not measured).
+    """
+
+    def __init__(self, message: str = "", clock: str = "wall", cpu_s: float | None = None, wall_s: float | None = None):
+        super().__init__(message)
+        self.clock = clock
+        self.cpu_s = cpu_s
+        self.wall_s = wall_s
 
 
 class WorkerCrashed(Exception):
     """The worker died (crash, memory limit) before answering; it was replaced."""
+
+
+#: The wall-clock backstop of a CPU budget is ``WALL_FACTOR * cpu_s + WALL_GRACE_S``: a worker
+#: gets ten times its budget in wall time (every core busy with three runnable processes each
+#: still leaves it a quarter of a core), and five seconds more so that short budgets survive a
+#: few scheduling hiccups (page faults, a swapped-out page, a frequency drop).
+WALL_FACTOR = 10.0
+WALL_GRACE_S = 5.0
+#: Linux's clock id for a process's CPU clock is ``(~pid << 3) | CPUCLOCK_SCHED``: what glibc's
+#: ``clock_getcpuclockid`` returns, which Python does not wrap.
+_CPUCLOCK_SCHED = 2
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """How long one call may take: ``cpu_s`` seconds of the worker process's own CPU time (None:
+    no CPU limit) and ``wall_s`` seconds of wall clock at most, whatever the CPU says."""
+
+    wall_s: float
+    cpu_s: float | None = None
+
+    @classmethod
+    def cpu(cls, cpu_s: float) -> Deadline:
+        """A CPU budget with the standard wall-clock backstop (see ``WALL_FACTOR``)."""
+        return cls(wall_s=backstop(cpu_s), cpu_s=cpu_s)
+
+
+def backstop(cpu_s: float) -> float:
+    """The wall-clock seconds after which a call with a CPU budget of ``cpu_s`` is killed anyway."""
+    return WALL_FACTOR * cpu_s + WALL_GRACE_S
+
+
+def as_deadline(timeout: float | Deadline) -> Deadline:
+    """A plain number is a wall-clock deadline, as it always was."""
+    return timeout if isinstance(timeout, Deadline) else Deadline(wall_s=float(timeout))
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, every thread) that process ``pid`` has used; None if unknown.
+
+    The kernel's per-process CPU clock (nanoseconds) where it exists, else ``/proc/<pid>/stat``
+    (clock ticks). Only meaningful for a process we have not reaped: its pid cannot be reused.
+    """
+    try:
+        return time.clock_gettime((~pid << 3) | _CPUCLOCK_SCHED)
+    except (OSError, OverflowError, AttributeError):
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def write_message(fd: int, payload: dict[str, Any]) -> None:

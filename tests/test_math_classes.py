@@ -19,6 +19,8 @@ def test_class(name):
         completion, gold, expected, _ = unpack(case)
         if expected is not None and verdict.correct is not expected:
             failures.append((completion[:80], gold[:40], expected, verdict.reason, verdict.detail))
-        assert verdict.elapsed_ms < 1200, (completion[:80], verdict)
+        # the deadline is CPU time (1 s, up to 4 budgets on a cold worker); on a loaded
+        # machine the wall clock only bounds it at the backstop (10 x 1 s + 5 s)
+        assert verdict.elapsed_ms < 16_000, (completion[:80], verdict)
         assert (verdict.reward == 1.0) is verdict.correct
     assert not failures, failures

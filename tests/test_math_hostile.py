@@ -60,6 +60,29 @@ def test_deadline_gives_timeout_verdict_then_next_item_is_graded():
         grader.close()
 
 
+def test_a_worker_the_scheduler_keeps_waiting_is_not_timed_out():
+    """The deadline is the worker's CPU time: a worker stopped (as a starved one is, on a busy
+    machine) for three times its budget still gives its verdict."""
+    import os
+    import signal
+
+    grader = MathGrader(workers=1, timeout=0.5)
+    try:
+        grader.pool.warm_up()
+        worker = grader.pool.pids()[0]
+        os.kill(worker, signal.SIGSTOP)
+        resume = threading.Timer(1.5, os.kill, (worker, signal.SIGCONT))
+        resume.start()
+        try:
+            verdict = grader.verify(r"\boxed{\pi r^2}", r"r^{2}\pi")
+        finally:
+            resume.join()
+        assert verdict.correct and verdict.reason == "ok", verdict
+        assert grader.pool.restarts == 0
+    finally:
+        grader.close()
+
+
 def test_soft_cpu_timer_turns_a_slow_comparison_into_a_timeout_verdict():
     import signal
 
@@ -75,6 +98,11 @@ def test_soft_cpu_timer_turns_a_slow_comparison_into_a_timeout_verdict():
             "soft_timeout": 0.002,
         }
         assert worker.handle(request)["reason"] == "timeout"
+        # a worker still warming its parser caches tries again on fresh budgets; a warm one not
+        worker._parses = 0
+        assert f"{worker.COLD_RETRIES + 1} tries" in worker.handle(request)["detail"]
+        worker._parses = worker.WARM_AFTER_PARSES
+        assert "tries" not in worker.handle(request)["detail"]
     finally:
         signal.signal(signal.SIGPROF, previous)
 

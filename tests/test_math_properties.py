@@ -45,7 +45,7 @@ def test_arbitrary_text_never_raises(text):
     verdict = verify_math(text, "42")
     assert verdict.reason in MATH_REASONS
     assert verdict.correct is (verdict.reason == "ok")
-    assert verdict.elapsed_ms < 1500
+    assert verdict.elapsed_ms < 16_000  # CPU budget; the wall clock is bounded by the backstop
 
 
 @settings(max_examples=60, deadline=None)
@@ -53,7 +53,7 @@ def test_arbitrary_text_never_raises(text):
 def test_latex_soup_is_graded_within_deadline(text):
     verdict = verify_math(r"\boxed{" + text + "}", r"\frac{1}{2}")
     assert verdict.reason in MATH_REASONS
-    assert verdict.elapsed_ms < 1500
+    assert verdict.elapsed_ms < 16_000  # CPU budget; the wall clock is bounded by the backstop
 
 
 @FAST

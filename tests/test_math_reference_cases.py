@@ -33,7 +33,7 @@ def test_case_file_is_complete():
 def test_reference_case(verdicts, index):
     case, verdict = CASES[index], verdicts[index]
     assert verdict.correct is case["expected"], (case["note"], verdict)
-    assert verdict.elapsed_ms < 1000 + 200
+    assert verdict.elapsed_ms < 16_000  # CPU budget; the wall clock is bounded by the backstop
 
 
 def test_hostile_rows_are_refused_not_evaluated(verdicts):

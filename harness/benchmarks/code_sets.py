@@ -9,6 +9,7 @@ what the benchmark's runner would decide, and the model's program stays what it 
 from __future__ import annotations
 
 import ast
+import warnings
 from typing import Any
 
 from harness.benchmarks.evalplus import comparison_of, input_groups, inputs_of, oracle_of, reference_program
@@ -167,11 +168,37 @@ def evalplus_problem(row: dict[str, Any], benchmark: str) -> Problem:
     return Problem(row["id"], benchmark, "code", question, gold, solution)
 
 
+def mbpp_entry(reference: str, asserts: list[str]) -> str | None:
+    """The function under test of an MBPP task: the first function the asserts call that the
+    reference solution defines at top level. Named as the entry point, it is bound to the
+    program's function even when it shadows a built-in (Mbpp/126 defines ``sum``); without
+    it the test's ``sum`` would be Python's."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # old escape sequences in the dataset's code
+            defined = {
+                node.name
+                for node in ast.parse(reference).body
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            }
+            trees = [ast.parse(code) for code in asserts]
+    except SyntaxError:
+        return None
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in defined:
+                return node.func.id
+    return None
+
+
 def mbpp_problem(row: dict[str, Any], benchmark: str) -> Problem:
     """MBPP (Austin et al.): the task text with its three asserts shown, graded by the asserts."""
     asserts = "\n".join(row["test_list"])
     question = f"{row['text']}\nYour code should pass these tests:\n{asserts}\n{CODE_BLOCK}"
     gold: dict[str, Any] = {"tests": [{"testtype": "assert", "code": t} for t in row["test_list"]]}
+    entry = mbpp_entry(row["code"], row["test_list"])
+    if entry:
+        gold["fn_name"] = entry
     if row.get("test_setup_code"):
         gold["prelude"] = gold["test_setup"] = row["test_setup_code"]
     solution = f"```python\n{row['code'].strip()}\n```"

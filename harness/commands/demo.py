@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--timeout", type=float, default=1.0, help="grading deadline per item in seconds")
+    p.add_argument("--timeout", type=float, default=1.0, help="math grading CPU budget per item in seconds")
     p.add_argument(
         "--results", default="results/demo", help="where the demo's runs go (default results/demo; they resume)"
     )

@@ -124,7 +124,7 @@ def add_protocol_flags(p: argparse.ArgumentParser) -> None:
         dest="math_timeout",
         type=float,
         default=S,
-        help="hard deadline per math grade in seconds (default 1)",
+        help="CPU seconds per math grade (default 1; a wall-clock backstop of 10x + 5 s)",
     )
     v.add_argument(
         "--code-limits",
@@ -132,6 +132,13 @@ def add_protocol_flags(p: argparse.ArgumentParser) -> None:
         type=json.loads,
         default=S,
         help='JSON sandbox limits, e.g. \'{"time_s": 6, "memory_mb": 2048}\'',
+    )
+    v.add_argument(
+        "--test-details",
+        dest="test_details",
+        action="store_true",
+        default=S,
+        help="keep the verifiers' own failure details (they quote hidden expected values) in samples.jsonl",
     )
     v.add_argument(
         "--fields", default=S, help="local/hub data: field mapping OURS=THEIRS, e.g. question=problem,answer=gold"

@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--timeout",
         type=float,
         default=None,
-        help="math: hard deadline per item (default 1 s); code: CPU seconds per test (default 4)",
+        help="math: CPU seconds per item for the grading worker (default 1; wall-clock backstop 10x + 5 s); "
+        "code: CPU seconds per test (default 4)",
     )
     p.add_argument(
         "--policy", default="math", help="math grading policy preset (math, gsm8k, minerva, olympiadbench, aime, arith)"
@@ -119,6 +120,7 @@ def _ray_grader(args: argparse.Namespace):
             math_timeout=args.timeout if args.timeout and args.kind == "math" else 1.0,
             code_limits=limits,
             unsafe=args.unsafe,
+            test_details=True,  # as `rlvr grade` without --ray: an offline grader keeps the judge's details
         )
     except RayUnavailable as exc:
         raise UserError(str(exc)) from exc

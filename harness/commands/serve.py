@@ -40,11 +40,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workers", type=int, default=None, help="grading worker processes per verifier (default: min(4, CPUs))"
     )
     p.add_argument("--request-timeout", type=float, default=300.0, help="deadline per request in seconds")
-    p.add_argument("--math-timeout", type=float, default=1.0, help="deadline per math item in seconds")
+    p.add_argument("--math-timeout", type=float, default=1.0, help="CPU-time budget per math item in seconds")
     p.add_argument("--max-body-mb", type=float, default=64.0, help="largest accepted request body")
     p.add_argument("--max-queue-items", type=int, default=16384, help="items in flight before answering 429")
     p.add_argument(
         "--unsafe", action="store_true", help="run code even where the sandbox cannot isolate (NOT isolated)"
+    )
+    p.add_argument(
+        "--test-details",
+        action="store_true",
+        help="answer with the verifiers' own failure details, which quote hidden expected values (evaluation "
+        "only: a policy trained on them learns the tests); by default details are redacted",
     )
     p.add_argument(
         "--limit-cap",
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_queue_items=args.max_queue_items,
         unsafe=args.unsafe,
+        test_details=args.test_details,
         limit_caps=caps,
     )
     try:

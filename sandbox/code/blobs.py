@@ -46,6 +46,11 @@ def store(data: bytes) -> str:
     return name
 
 
+def exists(name: str) -> bool:
+    """Is a blob stored under ``name``? ``ValueError`` if ``name`` is not a digest."""
+    return _path(name).exists()
+
+
 def load(name: str) -> bytes:
     """The bytes stored under ``name``; ``FileNotFoundError`` if absent, ``ValueError`` if the
     file does not hash to its name."""

@@ -22,10 +22,12 @@ import time
 from dataclasses import dataclass, field
 
 V1_CONTROLLERS = ("memory", "pids", "cpuacct")
-#: Memory the supervisor (PID 1, which lives in the cgroup too) may be charged on top of the
-#: program's limit.
+#: Memory of the supervisor's own (its interpreter), before the buffers it fills with the
+#: program's output and results.
 SUPERVISOR_MB = 32
 PREFIX = "rlvr-sbx"
+#: The program's own memory cgroup inside the sandbox's (and, on v2, the supervisor's).
+PROGRAM_DIR, SUPERVISOR_DIR = "prog", "sup"
 
 
 def _mounts() -> list[tuple[str, str, str, set[str]]]:
@@ -76,15 +78,23 @@ class SandboxCgroup:
     version: int
     dirs: list[str]
     procs_fds: list[int] = field(default_factory=list)
+    program_fds: list[int] = field(default_factory=list)
     cpu_fd: int = -1
     events_fd: int = -1
     limit_fd: int = -1
     memsw_fd: int = -1
 
     def join(self) -> None:
-        """Move the calling process into the sandbox's cgroup (every hierarchy)."""
+        """Move the calling process (the supervisor) into the sandbox's cgroup."""
         me = str(os.getpid()).encode()
         for fd in self.procs_fds:
+            os.write(fd, me)
+
+    def join_program(self) -> None:
+        """Move the calling process (a test child, before it runs anything of the program's)
+        into the program's memory cgroup."""
+        me = str(os.getpid()).encode()
+        for fd in self.program_fds:
             os.write(fd, me)
 
     def cpu_ns(self) -> int:
@@ -117,13 +127,14 @@ class SandboxCgroup:
             os.pwrite(fd, text, 0)
 
     def close(self) -> None:
-        for fd in [*self.procs_fds, self.cpu_fd, self.events_fd, self.limit_fd, self.memsw_fd]:
+        for fd in [*self.procs_fds, *self.program_fds, self.cpu_fd, self.events_fd, self.limit_fd, self.memsw_fd]:
             if fd >= 0:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-        self.procs_fds, self.cpu_fd, self.events_fd, self.limit_fd, self.memsw_fd = [], -1, -1, -1, -1
+        self.procs_fds, self.program_fds = [], []
+        self.cpu_fd, self.events_fd, self.limit_fd, self.memsw_fd = -1, -1, -1, -1
 
 
 class Cgroups:
@@ -179,83 +190,84 @@ class Cgroups:
     @classmethod
     def _probe(cls, candidate: "Cgroups") -> tuple["Cgroups | None", str]:
         try:
-            probe = candidate.create(64 << 20, 8)
+            probe = candidate.create(64 << 20, 8, 32 << 20)
             candidate.remove(probe)
             return candidate, ""
         except OSError as exc:
             return None, f"cgroup v{candidate.version}: {exc.strerror or exc}"
 
-    def create(self, memory_bytes: int, processes: int) -> SandboxCgroup:
-        """A fresh cgroup with the limits set and its files open."""
+    def create(self, memory_bytes: int, processes: int, supervisor_bytes: int, peak_bytes: int = 0) -> SandboxCgroup:
+        """A fresh cgroup with the limits set and its files open: the program's memory cgroup
+        holds ``memory_bytes`` (raised to at most ``peak_bytes`` for a compiler), the sandbox's
+        that plus ``supervisor_bytes``."""
         self.counter += 1
         name = f"{PREFIX}-{os.getpid()}-{self.counter}"
-        dirs = [os.path.join(parent, name) for parent in self.parents.values()]
+        if self.version == 1:
+            mem, pids, cpu = (os.path.join(self.parents[c], name) for c in V1_CONTROLLERS)
+            dirs = [mem, os.path.join(mem, PROGRAM_DIR), pids, cpu]
+        else:
+            top = os.path.join(self.parents[""], name)
+            dirs = [top, os.path.join(top, PROGRAM_DIR), os.path.join(top, SUPERVISOR_DIR)]
         made = []
         try:
             for path in dirs:
                 os.mkdir(path, 0o700)
                 made.append(path)
-            group = self._configure(name, dirs, memory_bytes, processes)
+                if self.version == 2 and path == dirs[0]:
+                    _write(os.path.join(path, "cgroup.subtree_control"), "+memory +pids")
+            total = max(memory_bytes, peak_bytes) + supervisor_bytes
+            group = self._configure(dirs, memory_bytes, total, processes)
         except OSError:
-            for path in made:
+            for path in reversed(made):
                 try:
                     os.rmdir(path)
                 except OSError:
                     pass
             raise
+        group.dirs = sorted(dirs, key=lambda d: -d.count(os.sep))  # removed innermost first
         return group
 
-    def _configure(self, name: str, dirs: list[str], memory_bytes: int, processes: int) -> SandboxCgroup:
+    def _configure(self, dirs: list[str], program_bytes: int, total_bytes: int, processes: int) -> SandboxCgroup:
         if self.version == 1:
-            mem, pids, cpu = (os.path.join(self.parents[c], name) for c in V1_CONTROLLERS)
-            _write(os.path.join(mem, "memory.limit_in_bytes"), str(memory_bytes))
-            memsw = os.path.join(mem, "memory.memsw.limit_in_bytes")
-            if os.path.exists(memsw):
-                _write(memsw, str(memory_bytes))
+            mem, prog, pids, cpu = dirs
+            for path, limit in ((mem, total_bytes), (prog, program_bytes)):
+                _write(os.path.join(path, "memory.limit_in_bytes"), str(limit))
+                if os.path.exists(os.path.join(path, "memory.memsw.limit_in_bytes")):
+                    _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(limit))
             _write(os.path.join(pids, "pids.max"), str(processes))
             group = SandboxCgroup(1, dirs)
             group.procs_fds = [
                 os.open(os.path.join(d, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC) for d in (mem, pids, cpu)
             ]
+            group.program_fds = [os.open(os.path.join(prog, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)]
             group.cpu_fd = os.open(os.path.join(cpu, "cpuacct.usage"), os.O_RDONLY | os.O_CLOEXEC)
-            group.events_fd = os.open(os.path.join(mem, "memory.oom_control"), os.O_RDONLY | os.O_CLOEXEC)
-            group.limit_fd = os.open(os.path.join(mem, "memory.limit_in_bytes"), os.O_RDWR | os.O_CLOEXEC)
+            group.events_fd = os.open(os.path.join(prog, "memory.oom_control"), os.O_RDONLY | os.O_CLOEXEC)
+            group.limit_fd = os.open(os.path.join(prog, "memory.limit_in_bytes"), os.O_RDWR | os.O_CLOEXEC)
+            memsw = os.path.join(prog, "memory.memsw.limit_in_bytes")
             if os.path.exists(memsw):
                 group.memsw_fd = os.open(memsw, os.O_RDWR | os.O_CLOEXEC)
             return group
-        (path,) = dirs
-        _write(os.path.join(path, "memory.max"), str(memory_bytes))
-        if os.path.exists(os.path.join(path, "memory.swap.max")):
-            _write(os.path.join(path, "memory.swap.max"), "0")
-        _write(os.path.join(path, "pids.max"), str(processes))
+        top, prog, sup = dirs
+        for path, limit in ((top, total_bytes), (prog, program_bytes)):
+            _write(os.path.join(path, "memory.max"), str(limit))
+            if os.path.exists(os.path.join(path, "memory.swap.max")):
+                _write(os.path.join(path, "memory.swap.max"), "0")
+        _write(os.path.join(top, "pids.max"), str(processes))
         group = SandboxCgroup(2, dirs)
-        group.procs_fds = [os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)]
-        group.cpu_fd = os.open(os.path.join(path, "cpu.stat"), os.O_RDONLY | os.O_CLOEXEC)
-        group.events_fd = os.open(os.path.join(path, "memory.events"), os.O_RDONLY | os.O_CLOEXEC)
-        group.limit_fd = os.open(os.path.join(path, "memory.max"), os.O_RDWR | os.O_CLOEXEC)
+        group.procs_fds = [os.open(os.path.join(sup, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)]
+        group.program_fds = [os.open(os.path.join(prog, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)]
+        group.cpu_fd = os.open(os.path.join(top, "cpu.stat"), os.O_RDONLY | os.O_CLOEXEC)
+        group.events_fd = os.open(os.path.join(prog, "memory.events"), os.O_RDONLY | os.O_CLOEXEC)
+        group.limit_fd = os.open(os.path.join(prog, "memory.max"), os.O_RDWR | os.O_CLOEXEC)
         return group
 
     def remove(self, group: SandboxCgroup, wait_s: float = 5.0) -> None:
-        """Kill anything still in the cgroup, then remove it (retrying while the kernel
-        finishes tearing the processes down)."""
+        """Kill anything still in the cgroup, then remove it, nested cgroups first (retrying
+        while the kernel finishes tearing the processes down)."""
         group.close()
         deadline = time.monotonic() + wait_s
         for path in group.dirs:
-            while True:
-                for pid in _members(path):
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                try:
-                    os.rmdir(path)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.005)
+            _remove_tree(path, deadline)
 
     def sweep(self) -> None:
         """Remove sandbox cgroups left by zygotes that no longer exist (a judge killed hard)."""
@@ -274,6 +286,32 @@ class Cgroups:
                     self.remove(SandboxCgroup(self.version, [os.path.join(parent, name)]), wait_s=0.5)
                 except OSError:
                     pass
+
+
+def _remove_tree(path: str, deadline: float) -> None:
+    try:
+        children = [entry.path for entry in os.scandir(path) if entry.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return
+    except OSError:
+        children = []
+    for child in children:
+        _remove_tree(child, deadline)
+    while True:
+        for pid in _members(path):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def _members(path: str) -> list[int]:

@@ -27,6 +27,8 @@ _U32 = struct.Struct("!I")
 #: How many times its wall clock a program may take while the machine starves it: it is
 #: runnable (not sleeping) and within its CPU budget, so the time-out would be the load's doing.
 BUSY_PATIENCE = 3.0
+#: The note on a ``tle`` outcome that ran into the submission's ``total_s``.
+TOTAL_LIMIT_NOTE = "total time limit"
 #: A batch of calls is read at most this often: answers to short calls arrive together.
 COALESCE_S = 0.0005
 
@@ -213,9 +215,13 @@ class BatchReader:
         result_cap: int,
         calls: list[tuple[int, float, float]],
         loading: bool = False,
+        budget_s: float | None = None,
     ):
         self.sandbox_cpu, self.result_cap, self.calls = sandbox_cpu, result_cap, calls
         self.loading = loading
+        #: The submission's remaining ``total_s``: no call, nor the judge's work between calls,
+        #: runs past it, so a batch never outlasts what the judge waits for.
+        self.hard_end = time.monotonic() + budget_s if budget_s is not None else float("inf")
         self.outcomes: list[Outcome] = []
         self.failed: str | None = None
         self.reading = (-1.0, 0.0)
@@ -264,13 +270,24 @@ class BatchReader:
         return True
 
     def deadline(self) -> float:
-        return self.reader.deadline() if self.reader is not None else time.monotonic() + 60
+        own = self.reader.deadline() if self.reader is not None else time.monotonic() + 60
+        return min(own, self.hard_end)
 
     def cpu_limit(self) -> float | None:
         return self.reader.cpu_limit() if self.reader is not None else None
 
     def patience(self) -> float:
-        return BUSY_PATIENCE * self.reader.wall_s if self.reader is not None else 0.0
+        if self.reader is None:
+            return 0.0
+        return hard_patience(BUSY_PATIENCE * self.reader.wall_s, self.reader.deadline(), self.hard_end)
+
+    def out_of_budget(self) -> bool:
+        return time.monotonic() >= self.hard_end
+
+
+def hard_patience(patience: float, deadline: float, hard_end: float) -> float:
+    """Extra wall time for a starved program that never reaches past the submission's end."""
+    return max(0.0, min(patience, hard_end - deadline))
 
 
 class FrameReader:

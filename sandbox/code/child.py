@@ -123,6 +123,8 @@ _COMPILED: dict[str, Any] = {}
 def compile_program(path: str) -> None:
     """Parse a Python file once in the supervisor (parsing runs nothing), so each test child
     only executes the code object instead of re-reading and re-compiling the source."""
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)  # the supervisor's own process: long literals compile
     with open(path, encoding="utf-8", errors="surrogateescape") as fh:
         _COMPILED[path] = compile(fh.read(), path, "exec", dont_inherit=True)
 
@@ -237,21 +239,22 @@ def python_calls(path: str, entry: str | None, max_result_bytes: int) -> None:
         name = body[7 : 7 + name_len].decode()
         try:
             args, kwargs = decoder.decode(body[7 + name_len :])
-            fn = _resolve(namespace, entry, name, handle, handles)
         except BaseException as exc:
             _send(out, b"SR" + _message(b"E", exc))
             continue
+        # From here on the program's code may run (its class's constructor and attribute
+        # look-ups, the function, a replaced sys.stdout's flush): all of it on the call's clock.
         _send(out, b"S")
         try:
-            value = fn(*args, **kwargs)
+            value = _resolve(namespace, entry, name, handle, handles)(*args, **kwargs)
         except BaseException as exc:
             _send(out, b"R" + _message(b"E", exc))
             continue
-        _send(out, b"R")
         try:
             sys.stdout.flush()
         except BaseException:
             pass
+        _send(out, b"R")
         started = [False]
 
         def chunk(data: bytes) -> None:

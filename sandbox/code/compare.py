@@ -178,6 +178,38 @@ def _numpy_if_loaded(x: Any) -> Any:
     return None
 
 
+def broadcast_blowup(got: Any, want: Any, depth: int = 0) -> bool:
+    """Would comparing these (``==``, ``allclose``) make numpy broadcast a pair of operands into
+    an array larger than both? A (N, 1) array against a list of M builds N x M booleans in the
+    judge. Such a comparison can only fail (the truth value of an array of several elements
+    raises), so it is answered without being built. Walks the pairs Python's ``==`` would
+    compare: equal-length sequences item by item, dicts by shared key."""
+    if depth > 100:
+        return False
+    np = sys.modules.get("numpy")
+    if np is None:
+        return False
+    if isinstance(got, np.ndarray) or isinstance(want, np.ndarray):
+        try:
+            shapes = np.shape(got), np.shape(want)
+            joint = np.broadcast_shapes(*shapes)
+        except Exception:  # ragged or incompatible: numpy refuses without building anything
+            return False
+        return math.prod(joint) > max(math.prod(shapes[0]), math.prod(shapes[1]))
+    if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)) and len(got) == len(want):
+        return any(broadcast_blowup(g, w, depth + 1) for g, w in zip(got, want))
+    if isinstance(got, dict) and isinstance(want, dict):
+        return any(broadcast_blowup(got[k], want[k], depth + 1) for k in want if _has_key(got, k))
+    return False
+
+
+def _has_key(mapping: dict, key: Any) -> bool:
+    try:
+        return key in mapping
+    except TypeError:
+        return False
+
+
 def _poly(xs: list, x: float) -> float:
     return sum(coeff * math.pow(x, i) for i, coeff in enumerate(xs))
 
@@ -239,9 +271,12 @@ class ResultJudge:
         try:
             # As many elements as twice the expected value's, at least MAX_ITEMS: a correct
             # answer of another encoding (floats for ints) is read, a flood is not.
-            got = Decoder(max(MAX_ITEMS, 2 * reader.items)).decode(got_blob)
+            got_reader = Decoder(max(MAX_ITEMS, 2 * reader.items))
+            got = got_reader.decode(got_blob)
         except MalformedValue as exc:
             return False, f"unreadable return value ({exc})"
+        if (got_reader.arrays or reader.arrays) and broadcast_blowup(got, want):
+            return False, "the returned array's shape does not match the expected value"
         try:
             if rule == "evalplus":
                 ok = self._evalplus(test, got, want)

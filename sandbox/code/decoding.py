@@ -11,6 +11,7 @@ without building it (reference outputs can hold millions of elements).
 from __future__ import annotations
 
 import math
+import re
 import struct
 import sys
 from array import array
@@ -58,6 +59,10 @@ from sandbox.code.values import (
 #: Container slots an untrusted value may have (bounds the judge's memory); a comparison allows
 #: more when the expected value itself is larger.
 MAX_ITEMS = 4_000_000
+#: The dtype strings ``numpy.dtype.str`` gives for the kinds carried: byte order, kind, item
+#: size. Checked before numpy parses anything (a structured dtype description can hold a
+#: million fields and cost the judge seconds and hundreds of MB).
+_DTYPE_RE = re.compile(r"[<>|=][biufcSU][0-9]{1,6}")
 #: Maps a MIXED_LIST kind byte to 1 where the word is a float.
 _FLOAT_WORDS = bytes(int(b == ord("d")) for b in range(256))
 
@@ -97,18 +102,26 @@ class Decoder:
         self.handles = handles
         self.items = 0
         self.size = 0
+        #: numpy arrays in the last value decoded (their comparisons need a shape check)
+        self.arrays = 0
 
     def decode(self, data: bytes) -> Any:
         data = bytes(data)
         if len(data) < 2 or data[0] != VERSION:
             raise MalformedValue("not an encoded value")
-        self.items, self.size = 0, len(data)
+        self.items, self.size, self.arrays = 0, len(data), 0
         try:
             value, end = self._get(data, 1, 0)
+        except MalformedValue:
+            raise
         except IndexError as exc:
             raise MalformedValue("truncated value") from exc
         except RecursionError as exc:
             raise MalformedValue("nested too deeply") from exc
+        except MemoryError:
+            raise  # the judge's own budget, not the bytes: never the program's verdict
+        except Exception as exc:  # whatever else the bytes provoke is still the bytes' fault
+            raise MalformedValue(f"unreadable value ({type(exc).__name__})") from exc
         if end != len(data):
             raise MalformedValue("trailing bytes after the value")
         return value
@@ -293,6 +306,8 @@ class Decoder:
         import numpy as np
 
         dtype_str, pos = self._text(data, pos)
+        if not _DTYPE_RE.fullmatch(dtype_str):
+            raise MalformedValue(f"dtype {dtype_str[:20]!r} is not carried")
         try:
             dtype = np.dtype(dtype_str)
         except (TypeError, ValueError) as exc:
@@ -306,10 +321,19 @@ class Decoder:
                 raise MalformedValue("too many dimensions")
             for _ in range(ndim):
                 dim, pos = self._varuint(data, pos)
+                if dim > self.max_items:
+                    raise MalformedValue(f"more than {self.max_items} elements")
                 shape.append(dim)
         if data[pos] != BYTES:
             raise MalformedValue("expected raw bytes")
         start, end = self._span(data, pos + 1)
+        if dtype.itemsize == 0:
+            # numpy's empty string scalars (``np.str_('')`` is ``<U0``, yet its bytes are not
+            # empty); no array has an empty item type
+            if tag != NP_SCALAR or end - start > 4 or any(data[start:end]):
+                raise MalformedValue(f"dtype {dtype_str[:20]!r} is not carried")
+            self.items += 1
+            return (np.str_("") if dtype.kind == "U" else np.bytes_(b"")), end
         count = 1
         for dim in shape:
             count *= dim
@@ -319,6 +343,7 @@ class Decoder:
         if self.items > self.max_items:
             raise MalformedValue(f"more than {self.max_items} elements")
         flat = np.frombuffer(data[start:end], dtype=dtype)
+        self.arrays += tag == NP_ARRAY
         return (flat[0] if tag == NP_SCALAR else flat.reshape(shape).copy()), end
 
 

@@ -8,6 +8,28 @@ import re
 from sandbox.code.languages import Language
 
 _FENCE_LINE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*$")
+#: A decimal integer literal too long for the interpreter's default digit cap (4300).
+_LONG_INT_RE = re.compile(r"(?<![\w.])[0-9][0-9_]{4000,}")
+
+
+def parse_python(source: str) -> ast.Module:
+    """``ast.parse`` that does not trip over the interpreter's 4300-digit cap on integer
+    literals, without lifting that process-wide setting in the caller's process: where the
+    cap is what failed, long decimal literals are replaced by ``0`` in a copy (a literal for
+    a literal: the copy parses exactly when the program does). The sandbox runs the program
+    itself with the cap lifted."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as exc:
+        if "integer string conversion" not in str(exc.msg):
+            raise
+    return ast.parse(_LONG_INT_RE.sub("0", source))
+
+
+def check_python_syntax(source: str) -> None:
+    """Raise ``SyntaxError`` (or ``ValueError`` / ``RecursionError`` / ``MemoryError``) where
+    the interpreter would refuse to compile the program; nothing is run."""
+    compile(parse_python(source), "solution.py", "exec", dont_inherit=True)
 
 
 def fenced_blocks(completion: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
@@ -51,7 +73,7 @@ def extract_program(completion: str, language: Language) -> str | None:
         return None
     if language.name == "python":
         try:
-            tree = ast.parse(text)
+            tree = parse_python(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         return (
@@ -71,7 +93,7 @@ def extract_program(completion: str, language: Language) -> str | None:
 def defines(program: str, name: str) -> bool:
     """Does the Python program define ``name`` (function, class, method or assignment)?"""
     try:
-        tree = ast.parse(program)
+        tree = parse_python(program)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     for node in ast.walk(tree):

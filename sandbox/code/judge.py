@@ -17,20 +17,20 @@ isolation, a sandbox that could not start, a supervisor that stopped answering.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import struct
 import sys
 import time
-from collections import OrderedDict
 from typing import Any
 
 from sandbox.code import box
 from sandbox.code.box import MARGIN_S, Box, SandboxDown
-from sandbox.code.channels import CODEC_BYTES_PER_S, CODEC_FIXED_S, CODEC_WALL_FACTOR
+from sandbox.code.channels import BUSY_PATIENCE, CODEC_BYTES_PER_S, CODEC_FIXED_S, CODEC_WALL_FACTOR, TOTAL_LIMIT_NOTE
 from sandbox.code.compare import Comparison, ResultJudge, describe_value, stdout_matches
 from sandbox.code.isolation import isolation_available
+from sandbox.code.judge_memory import limit_own_memory
+from sandbox.code.known_tests import tests_of
 from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
 from sandbox.code.tester import proxied_names
@@ -61,6 +61,8 @@ def outcome_reason(outcome: dict[str, Any], limits: Limits, time_s: float | None
     status = outcome["status"]
     if status == "tle":
         notes = outcome.get("notes") or []
+        if TOTAL_LIMIT_NOTE in notes:
+            return "time_limit", f"submission exceeded its total of {limits.total_s:g}s"
         if "cpu time limit" in notes:
             return "time_limit", f"exceeded {time_s or limits.time_s:g}s of CPU time"
         if "wall clock limit" in notes:
@@ -95,7 +97,9 @@ class Submission:
         self.results = ResultJudge(self.comparison)
         self.program = Box(self.language.name, self.limits)
         self.tester: Box | None = None
-        self.program_s = 0.0
+        #: When the submission started (the sandbox opened, compile included): ``total_s`` is
+        #: the wall clock from here, so the judge answers within it whatever the tests are.
+        self.started = time.monotonic()
         self.batch = 1
         self.inflight: tuple[int, list[bytes], float] | None = None
         self.send_ahead = True
@@ -107,9 +111,8 @@ class Submission:
         collect = bool(self.request.get("collect"))
         results: list[dict[str, Any]] = []
         try:
-            started = time.monotonic()
+            started = self.started = time.monotonic()
             compiled = self.program.open({self.language.source: self.request["program"]}, self.request.get("fn_name"))
-            self.program_s = time.monotonic() - started
             if compiled.get("status") != "ok":
                 reason = "time_limit" if compiled.get("status") == "tle" else "compile_error"
                 return {
@@ -126,7 +129,7 @@ class Submission:
                         reply["yielded"] = index
                         break
                     self.send_ahead = False  # take the batch in flight, then hand the rest back
-                if self.program_s >= self.limits.total_s:
+                if self.remaining_s() <= 0:
                     reply.update(
                         reason=reply.get("reason") or "time_limit",
                         detail=reply.get("detail") or f"submission exceeded {self.limits.total_s:g}s",
@@ -187,15 +190,23 @@ class Submission:
             notes.append("no system-call filter on this machine")
         return "; ".join(notes)
 
+    def remaining_s(self) -> float:
+        """What is left of ``total_s``: the sandbox holds every test and call to it."""
+        return max(0.0, self.limits.total_s - (time.monotonic() - self.started))
+
+    def patient_wall(self, time_s: float | None) -> float:
+        """The longest a test may take in the sandbox: its wall clock, stretched while the
+        machine starves it (``BUSY_PATIENCE``), never past the submission's total."""
+        return min((1 + BUSY_PATIENCE) * _wall(self.limits, time_s), self.remaining_s())
+
     def run_test(self, test: dict[str, Any]) -> tuple[bool, str, str, dict[str, Any]]:
         kind, time_s = test["kind"], test.get("time_s")
         if kind == "stdin":
             outcome, stdout = self.program.op(
-                {"op": "stdin", "time_s": time_s},
+                {"op": "stdin", "time_s": time_s, "budget_s": self.remaining_s()},
                 test["input"].encode("utf-8", "surrogateescape"),
-                _wall(self.limits, time_s) + MARGIN_S,
+                self.patient_wall(time_s) + MARGIN_S,
             )
-            self.program_s += outcome["wall_ms"] / 1000
             text = stdout.decode("utf-8", "replace")
             raw = {**outcome, "stdout": text}
             if outcome["status"] != "ok":
@@ -260,7 +271,8 @@ class Submission:
             if outcome["status"] != "ok":
                 verdicts.append((False, *outcome_reason(outcome, self.limits, test.get("time_s")), raw))
             elif test.get("expected") is None and not test.get("expected_digest"):
-                verdicts.append((True, "ok", "", raw))
+                # only a reference run records outputs; a graded call needs an expectation
+                verdicts.append((True, "ok", "", raw) if collect else (False, "bad_input", "no expected value", raw))
             else:
                 expected = base64.b64decode(test["expected"]) if test.get("expected") is not None else None
                 try:
@@ -271,14 +283,17 @@ class Submission:
         return verdicts
 
     def _dispatch(self, calls: list[dict[str, Any]], args: list[bytes]) -> float:
-        """Send calls to the program's sandbox; returns how long their answers may take."""
-        wait = MARGIN_S
+        """Send calls to the program's sandbox; returns how long their answers may take. The
+        sandbox ends the batch when the submission's ``total_s`` runs out, so that bounds the
+        wait whatever the batch holds."""
+        wait = 0.0
         for call, arg in zip(calls, args):
             call["size"] = len(arg)
             codec = 2 * CODEC_FIXED_S + (len(arg) + (self.limits.result_mb << 20)) / CODEC_BYTES_PER_S
-            wait += CODEC_WALL_FACTOR * codec + _wall(self.limits, call.get("time_s"))
-        self.program.send({"op": "calls", "calls": calls}, b"".join(args))
-        return wait
+            wait += CODEC_WALL_FACTOR * codec + (1 + BUSY_PATIENCE) * _wall(self.limits, call.get("time_s"))
+        budget = self.remaining_s()
+        self.program.send({"op": "calls", "calls": calls, "budget_s": budget}, b"".join(args))
+        return min(wait, budget + CODEC_WALL_FACTOR * CODEC_FIXED_S) + MARGIN_S
 
     def calls(self, calls: list[dict[str, Any]], args: list[bytes]) -> list[tuple[dict[str, Any], bytes]]:
         """Run calls in the program's sandbox; (outcome, result bytes) for each."""
@@ -290,7 +305,6 @@ class Submission:
         for outcome in reply["outcomes"]:
             out.append((outcome, blob[offset : offset + outcome["size"]]))
             offset += outcome["size"]
-            self.program_s += outcome["wall_ms"] / 1000
         return out
 
     def run_assert(self, test: dict[str, Any]) -> tuple[bool, str, str, dict[str, Any]]:
@@ -307,7 +321,7 @@ class Submission:
         budget = test.get("time_s") or self.limits.time_s
         used, failure, raised = 0.0, None, False
         spec = {"setup": setup, "code": test["code"], "proxies": proxies, "entry": fn_name}
-        tester_wall = 2 * _wall(self.limits, budget) + 5
+        tester_wall = min(2 * _wall(self.limits, budget), self.remaining_s()) + 5
         self.tester.send({"op": "assert", "spec": spec, "wall_s": tester_wall})
         while True:
             header, blob = self.tester.receive(tester_wall + MARGIN_S)
@@ -369,27 +383,6 @@ def _split_frame(frame: bytes) -> tuple[dict[str, Any], bytes]:
     return header, frame[8 + head :]
 
 
-#: Test lists seen by digest (``PreparedTests``): a benchmark problem's tests arrive once.
-TESTS_CACHE: "OrderedDict[str, list[dict[str, Any]]]" = OrderedDict()
-TESTS_CACHE_SIZE = 128
-
-
-def _tests_of(request: dict[str, Any]) -> list[dict[str, Any]] | None:
-    if "tests" in request:
-        return request["tests"]
-    digest = request.get("tests_ref")
-    if "tests_text" in request:
-        if hashlib.sha256(request["tests_text"].encode()).hexdigest() != digest:
-            raise ValueError("tests_text does not match tests_ref")
-        TESTS_CACHE[digest] = json.loads(request["tests_text"])
-        while len(TESTS_CACHE) > TESTS_CACHE_SIZE:
-            TESTS_CACHE.popitem(last=False)
-    if digest in TESTS_CACHE:
-        TESTS_CACHE.move_to_end(digest)
-        return TESTS_CACHE[digest]
-    return None
-
-
 def handle(request: dict[str, Any]) -> dict[str, Any]:
     """Grade one submission (or, with ``collect``, just run it and return its results)."""
     isolated, why = ISOLATION
@@ -400,7 +393,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
             "passed": 0,
         }
     try:
-        tests = _tests_of(request)
+        tests = tests_of(request)
     except ValueError as exc:
         return {"reason": "sandbox_error", "detail": f"bad request: {exc}", "passed": 0}
     if tests is None:
@@ -419,6 +412,7 @@ def main() -> None:
     global ISOLATION
     ISOLATION = isolation_available()
     box.ZYGOTE = start_zygote(ISOLATION[0])
+    limit_own_memory()
     from sandbox.pool import serve
 
     if hasattr(sys, "set_int_max_str_digits"):

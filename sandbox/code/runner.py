@@ -24,9 +24,18 @@ import struct
 import time
 from typing import Any, Callable
 
-from sandbox.code.cgroups import SUPERVISOR_MB
-from sandbox.code.channels import BUSY_PATIENCE, COALESCE_S, BatchReader, Feed, FrameReader, Outcome
+from sandbox.code.channels import (
+    BUSY_PATIENCE,
+    COALESCE_S,
+    TOTAL_LIMIT_NOTE,
+    BatchReader,
+    Feed,
+    FrameReader,
+    Outcome,
+    hard_patience,
+)
 from sandbox.code.child import enter_child, python_calls, python_main, python_streams
+from sandbox.code.ipc import remove_ipc_objects
 from sandbox.code.isolation import PROGRAM_DIR, SCRATCH_DIR, ResourceLimits, fresh_scratch
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
@@ -88,6 +97,8 @@ class Supervisor:
         if pid == 0:
             try:
                 os.close(ready_r)
+                if self.cgroup is not None:
+                    self.cgroup.join_program()
                 fds = {0: pipes["stdin"][0], 1: pipes["stdout"][1], 2: pipes["stderr"][1]}
                 if channels:
                     fds[3], fds[4] = extra[0][0], extra[1][1]
@@ -158,6 +169,8 @@ class Supervisor:
                 os.waitpid(-1, 0)
             except ChildProcessError:
                 break
+        if self.isolated and os.getpid() == 1:
+            remove_ipc_objects()  # this namespace's System V objects are all the program's
         if self.call_child is not None and self.call_child is not child and self.isolated:
             self.close_child(self.call_child)
             self.call_child = None
@@ -247,24 +260,29 @@ class Supervisor:
         wall_s: float,
         stdin: bytes = b"",
         reset: bool = True,
+        budget_s: float | None = None,
     ) -> Outcome:
-        """One process from start to exit: a stdin test or the compiler."""
+        """One process from start to exit: a stdin test or the compiler. ``budget_s``: what is
+        left of the submission's ``total_s``; the process never runs past it."""
         outcome = Outcome()
         cpu_before, oom_before = self._counters()
         child = self.spawn(target, step=step, time_s=time_s)
         if self.cgroup is None:
             cpu_before = 0.0
+        hard_end = child.start + budget_s if budget_s is not None else float("inf")
         pump(
             child,
             outcome,
             self.limits.output_kb,
             self._reap,
             self.cpu_s,
-            lambda: child.start + wall_s,
+            lambda: min(child.start + wall_s, hard_end),
             lambda: cpu_before + time_s,
             Feed(stdin),
-            patience=lambda: BUSY_PATIENCE * wall_s,
+            patience=lambda: hard_patience(BUSY_PATIENCE * wall_s, child.start + wall_s, hard_end),
         )
+        if outcome.status == "tle" and time.monotonic() >= hard_end:
+            outcome.notes.append(TOTAL_LIMIT_NOTE)
         self.classify(child, outcome, time_s, cpu_before, oom_before)
         self.close_child(child)
         self.kill_everything(child)
@@ -279,7 +297,7 @@ class Supervisor:
             for a in self.language.compile or ()
         ]
         if self.cgroup is not None:
-            self.cgroup.set_memory((self.limits.compile_memory_mb + SUPERVISOR_MB) << 20)
+            self.cgroup.set_memory(self.limits.compile_memory_mb << 20)
         try:
             outcome = self.run_process(
                 lambda: os.execv(argv[0], argv),
@@ -291,13 +309,13 @@ class Supervisor:
             )
         finally:
             if self.cgroup is not None:
-                self.cgroup.set_memory((self.limits.memory_mb + SUPERVISOR_MB) << 20)
+                self.cgroup.set_memory(self.limits.memory_mb << 20)
         return outcome
 
     def wall_s(self, time_s: float | None) -> float:
         return (time_s or self.limits.time_s) * self.limits.wall_factor + self.limits.wall_grace_s
 
-    def run_stdin(self, stdin: bytes, time_s: float | None) -> Outcome:
+    def run_stdin(self, stdin: bytes, time_s: float | None, budget_s: float | None = None) -> Outcome:
         path = os.path.join(self.prog_dir, self.language.source)
         if self.language.warm:
             target = lambda: (python_streams(self.isolated), python_main(path))  # noqa: E731
@@ -305,9 +323,11 @@ class Supervisor:
             argv = [a.format(bin=os.path.join(self.prog_dir, "main")) for a in self.language.run]
             target = lambda: os.execv(argv[0], argv)  # noqa: E731
         limit = time_s or self.limits.time_s
-        return self.run_process(target, "test", limit, self.wall_s(time_s), stdin)
+        return self.run_process(target, "test", limit, self.wall_s(time_s), stdin, budget_s=budget_s)
 
-    def run_calls(self, entry: str | None, calls: list[tuple[bytes, int, float | None]]) -> list[Outcome]:
+    def run_calls(
+        self, entry: str | None, calls: list[tuple[bytes, int, float | None]], budget_s: float | None = None
+    ) -> list[Outcome]:
         """Calls in the long-lived call child (started on first use, restarted after a
         failure), written ahead of their answers so a batch costs one round trip, each answer
         held to its own deadline and CPU budget. ``calls``: (request, argument bytes, time_s).
@@ -329,6 +349,7 @@ class Supervisor:
             self.limits.result_mb << 20,
             [(args_bytes, time_s or self.limits.time_s, self.wall_s(time_s)) for _, args_bytes, time_s in calls],
             fresh,
+            budget_s,
         )
         spare = Outcome()
         done = pump(
@@ -360,6 +381,8 @@ class Supervisor:
             current.notes.append("result channel")
         elif spare.status in ("ole", "tle"):
             current.status, current.notes = spare.status, spare.notes
+            if spare.status == "tle" and batch.out_of_budget():
+                current.notes.append(TOTAL_LIMIT_NOTE)
         else:
             self.classify(child, current, float("inf"), 0.0, oom_before)
             if current.status == "ok":  # exit status 0 with no answer: it answered nothing

@@ -58,7 +58,10 @@ def serve_submission(
     source = os.path.join(supervisor.prog_dir, language.source)
     compiled = {"status": "ok"}
     if language.warm and header.get("files"):
-        compile_program(source)
+        try:
+            compile_program(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            compiled = {"status": "ce", "stderr": f"{type(exc).__name__}: {exc}"[:4000]}
     elif language.compile and header.get("files"):
         outcome = supervisor.compile()
         compiled = {**outcome.header(), "stderr": outcome.stderr[-4000:].decode("utf-8", "replace")}
@@ -96,7 +99,7 @@ def serve_submission(
             break
         try:
             if op == "stdin":
-                outcome = supervisor.run_stdin(blob, message.get("time_s"))
+                outcome = supervisor.run_stdin(blob, message.get("time_s"), message.get("budget_s"))
                 payload = outcome.stdout
             elif op == "calls":
                 batch, offset = [], 0
@@ -112,7 +115,7 @@ def serve_submission(
                             call.get("time_s"),
                         )
                     )
-                outcomes = supervisor.run_calls(entry, batch)
+                outcomes = supervisor.run_calls(entry, batch, message.get("budget_s"))
                 results = [o.result or b"" for o in outcomes]
                 write_frame(
                     res_fd,

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.code import blobs
 from sandbox.code.decoding import plain_encoded
 from sandbox.code.values import Unencodable, encode
 
@@ -108,6 +109,25 @@ def normalize_tests(tests: Any, fn_name: str | None = None) -> list[dict[str, An
             if test.get(key) is not None:
                 out[-1][key] = float(test[key]) if key == "time_s" else str(test[key])
     return out
+
+
+def check_expectations(tests: list[dict[str, Any]]) -> None:
+    """``BadTests`` naming the first call test that has nothing to compare with: arguments
+    without an expected value would pass whatever the program returns, and a stored
+    expectation that is not there is the row's fault, not the sandbox's."""
+    for number, test in enumerate(tests):
+        if test["kind"] != "call":
+            continue
+        digest = test.get("expected_digest")
+        if test.get("expected") is None and not digest:
+            raise BadTests(f"test {number}: a functional test needs an expected value (expected, expected_encoded)")
+        if test.get("expected") is None and digest:
+            try:
+                present = blobs.exists(digest)
+            except ValueError:
+                raise BadTests(f"test {number}: expected_digest {str(digest)[:20]!r} is not a blob digest") from None
+            if not present:
+                raise BadTests(f"test {number}: its stored expected value {digest[:12]} is not in the blob store")
 
 
 def _normalize(test: Mapping[str, Any], fn_name: str | None) -> dict[str, Any]:

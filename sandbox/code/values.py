@@ -49,6 +49,13 @@ NUMPY_KINDS = "biufcSU"
 
 F64 = struct.Struct(">d")
 C128 = struct.Struct(">dd")
+#: ``Py_TPFLAGS_HEAPTYPE``: set on every class a program defines, clear on built-in and numpy's
+#: own (static) types.
+HEAP_TYPE = 1 << 9
+_TYPE_FLAGS = type.__dict__["__flags__"].__get__
+_TYPE_MODULE = type.__dict__["__module__"].__get__
+_TYPE_QUALNAME = type.__dict__["__qualname__"].__get__
+_TYPE_NAME = type.__dict__["__name__"].__get__
 
 
 class MalformedValue(ValueError):
@@ -78,6 +85,26 @@ class Opaque:
 
     def __repr__(self) -> str:
         return f"<{self.type_name} object>"
+
+
+def type_text(t: type, qualified: bool = True) -> str:
+    """A type's name read through ``type``'s own descriptors, never the class's: a metaclass
+    property named ``__module__`` or ``__qualname__`` is program code, and encoding a result
+    must not run any (it would run after the call's clock stopped)."""
+    try:
+        module, name = _TYPE_MODULE(t), (_TYPE_QUALNAME if qualified else _TYPE_NAME)(t)
+    except Exception:
+        return "?"
+    if type(name) is not str:
+        return "?"
+    if not qualified or type(module) is not str or module in ("builtins", "__main__", "__solution__"):
+        return name
+    return f"{module}.{name}"
+
+
+def builtin_type(t: type) -> bool:
+    """A static type (built-in or numpy's), not a class some program defined."""
+    return not _TYPE_FLAGS(t) & HEAP_TYPE
 
 
 def _varuint(n: int, out: bytearray) -> None:
@@ -256,7 +283,7 @@ class Encoder:
         """Elements in the order of their encodings, so equal sets encode to equal bytes
         whatever the process's hash seed."""
         parts = []
-        for item in set.__iter__(items) if isinstance(items, set) else frozenset.__iter__(items):
+        for item in set.__iter__(items) if issubclass(type(items), set) else frozenset.__iter__(items):
             part = bytearray()
             self._put(item, part, depth + 1)
             parts.append(bytes(part))
@@ -269,36 +296,33 @@ class Encoder:
     def _other(self, v: Any, t: type, out: bytearray, depth: int) -> None:
         """Subclasses of built-ins as their base; numpy values; user objects as opaque markers,
         instances or handles. numpy first: ``numpy.float64`` subclasses ``float`` but EvalPlus
-        tells them apart."""
+        tells them apart. Types are tested with ``issubclass`` on ``type(v)``: ``isinstance``
+        would read a ``__class__`` property the program defined."""
         if self._numpy(v, t, out):
             return
-        if isinstance(v, int):
+        if issubclass(t, int):
             self._int(int.__index__(v), out)
-        elif isinstance(v, float):
+        elif issubclass(t, float):
             self._float(float.__float__(v), out)
-        elif isinstance(v, str):
+        elif issubclass(t, str):
             self._blob(STR, str.__str__(v).encode("utf-8", "surrogatepass"), out)
-        elif isinstance(v, (list, tuple)):
-            base = list if isinstance(v, list) else tuple
+        elif issubclass(t, (list, tuple)):
+            base = list if issubclass(t, list) else tuple
             self._put(base(base.__iter__(v)), out, depth)
-        elif isinstance(v, dict):
+        elif issubclass(t, dict):
             self._dict(list(dict.items(v)), dict.__len__(v), out, depth)
-        elif isinstance(v, (set, frozenset)):
-            self._set(SET if isinstance(v, set) else FROZENSET, v, out, depth)
-        elif isinstance(v, (bytes, bytearray)):
-            self._blob(BYTES if isinstance(v, bytes) else BYTEARRAY, memoryview(v).tobytes(), out)
-        elif isinstance(v, complex):
+        elif issubclass(t, (set, frozenset)):
+            self._set(SET if issubclass(t, set) else FROZENSET, v, out, depth)
+        elif issubclass(t, (bytes, bytearray)):
+            self._blob(BYTES if issubclass(t, bytes) else BYTEARRAY, memoryview(v).tobytes(), out)
+        elif issubclass(t, complex):
             out.append(COMPLEX)
             out += C128.pack(complex.real.__get__(v), complex.imag.__get__(v))
         else:
-            name = (
-                f"{t.__module__}.{t.__qualname__}"
-                if t.__module__ not in ("builtins", "__main__", "__solution__")
-                else t.__qualname__
-            )
-            if self.instances and hasattr(v, "__dict__") and t.__module__ != "builtins":
+            name = type_text(t)
+            if self.instances and hasattr(v, "__dict__") and _TYPE_MODULE(t) != "builtins":
                 out.append(INSTANCE)
-                self._blob(STR, t.__name__.encode("utf-8", "surrogatepass"), out)
+                self._blob(STR, type_text(t, qualified=False).encode("utf-8", "surrogatepass"), out)
                 self._dict(
                     list(object.__getattribute__(v, "__dict__").items()),
                     len(object.__getattribute__(v, "__dict__")),
@@ -315,22 +339,26 @@ class Encoder:
                 self._blob(OPAQUE, name[:OPAQUE_NAME_CHARS].encode("utf-8", "surrogatepass"), out)
 
     def _numpy(self, v: Any, t: type, out: bytearray) -> bool:
+        """numpy arrays (subclasses read as plain arrays through ``ndarray``'s own view) and
+        numpy's own scalar types; a scalar subclass a program defined is read as its built-in
+        base instead, since its ``dtype`` could be a property of the program's."""
         np = sys.modules.get("numpy")
-        if np is None or not t.__module__.startswith("numpy"):
+        if np is None or not type_text(t).startswith("numpy"):
             return False
-        if isinstance(v, np.ndarray):
-            if v.dtype.kind not in NUMPY_KINDS or v.dtype.hasobject:
+        if issubclass(t, np.ndarray):
+            array = v if t is np.ndarray else np.ndarray.view(v, np.ndarray)
+            if array.dtype.kind not in NUMPY_KINDS or array.dtype.hasobject:
                 return False
-            raw = np.ascontiguousarray(v).tobytes()
+            raw = np.ascontiguousarray(array).tobytes()
             self._room(out, len(raw))
             out.append(NP_ARRAY)
-            self._blob(STR, v.dtype.str.encode(), out)
-            _varuint(v.ndim, out)
-            for dim in v.shape:
+            self._blob(STR, array.dtype.str.encode(), out)
+            _varuint(array.ndim, out)
+            for dim in array.shape:
                 _varuint(dim, out)
             self._blob(BYTES, raw, out)
             return True
-        if isinstance(v, np.generic) and v.dtype.kind in NUMPY_KINDS:
+        if builtin_type(t) and issubclass(t, np.generic) and v.dtype.kind in NUMPY_KINDS:
             out.append(NP_SCALAR)
             self._blob(STR, v.dtype.str.encode(), out)
             self._blob(BYTES, v.tobytes(), out)

@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sandbox.code.compare import Comparison
-from sandbox.code.extract import defines, extract_program
+from sandbox.code.extract import check_python_syntax, defines, extract_program
 from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
-from sandbox.code.testcases import BadTests, PreparedTests, normalize_tests
+from sandbox.code.testcases import BadTests, PreparedTests, check_expectations, normalize_tests
 from sandbox.pool import WorkerCrashed, WorkerPool, WorkerTimeout
 from sandbox.process_wide import ProcessWide
 from sandbox.verdict import Verdict
@@ -158,13 +158,19 @@ class CodeGrader:
         prelude: str | None = None,
         postlude: str | None = None,
         test_setup: str | None = None,
+        collect: bool = False,
     ) -> tuple[Verdict | None, dict[str, Any] | None, str | None]:
+        """The judge's request for one item, or the verdict it gets without running
+        (``bad_input``, ``no_code``, ``compile_error``). ``collect``: the tests are inputs only
+        (a trusted reference is run to record its outputs), so no expectation is required."""
         start = time.perf_counter()
         try:
             comparison = Comparison.from_any(compare, oracle)
             lang = get_language(language)
             resolved = Limits.from_any(limits) if limits is not None else self.limits
             normalized = normalize_tests(tests, fn_name)
+            if not collect:
+                check_expectations(normalized)
         except (BadTests, ValueError, TypeError) as exc:
             return Verdict.bad_input(str(exc), CODE_VERIFIER), None, None
         if program is None:
@@ -197,7 +203,7 @@ class CodeGrader:
             program = program.rstrip("\n") + "\n" + postlude
         if lang.name == "python":
             try:
-                compile(program, "solution.py", "exec", dont_inherit=True)
+                check_python_syntax(program)
             except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
                 return (
                     _verdict(
@@ -342,7 +348,7 @@ class CodeGrader:
         ``wall_ms``, ``cpu_ms``), no comparison. Batches run on the pool's judges in parallel."""
         tests = [{"args_encoded": args, "testtype": "functional"} for args in inputs]
         done, request, _ = self.prepare(
-            None, tests, fn_name=fn_name, limits=limits, program=program, stop_on_fail=False
+            None, tests, fn_name=fn_name, limits=limits, program=program, stop_on_fail=False, collect=True
         )
         if request is None:
             raise BadTests(

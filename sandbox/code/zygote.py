@@ -186,9 +186,16 @@ class Zygote:
 
     def build(self, setup: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
         limits = Limits.from_any(setup["limits"])
-        # The supervisor lives in the cgroup too: a little memory and one process more.
+        # The supervisor lives in the sandbox's cgroup, outside the program's: one process
+        # more, and memory for itself and the output and result buffers it fills.
+        supervisor_mb = SUPERVISOR_MB + 2 * limits.result_mb + 2 * (-(-limits.output_kb // 1024))
         cgroup = (
-            self.cgroups.create((limits.memory_mb + SUPERVISOR_MB) << 20, limits.processes + 1)
+            self.cgroups.create(
+                limits.memory_mb << 20,
+                limits.processes + 1,
+                supervisor_mb << 20,
+                max(limits.memory_mb, limits.compile_memory_mb) << 20,
+            )
             if self.cgroups is not None
             else None
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 from sandbox.math.policy import MathPolicy
 from sandbox.math.prepare import Pending, prepare_item
-from sandbox.pool import WorkerCrashed, WorkerPool, WorkerTimeout
+from sandbox.pool import Deadline, WorkerCrashed, WorkerPool, WorkerTimeout
 from sandbox.verdict import Verdict
 from sandbox.version import MATH_VERIFIER
 
@@ -25,7 +25,9 @@ from sandbox.version import MATH_VERIFIER
 MIN_ITEMS_PER_SHARD = 64
 #: slices stay small enough that a retry after a crash is cheap and results stream back early
 MAX_SLICE = 512
-#: a slice's deadline: extraction is linear, so this is generous for any honest input
+#: a slice's budget in CPU seconds of its shard (with the pool's wall-clock backstop, so a busy
+#: machine does not turn a slow slice into timeouts): extraction is linear, so this is generous
+#: for any honest input
 SLICE_BASE_S = 10.0
 SLICE_PER_ITEM_S = 0.05
 
@@ -87,7 +89,7 @@ class MathShards:
     def _run(self, items: Sequence[Any], base: dict[str, Any], soft: float) -> list[Verdict | Pending]:
         request = {"base": base, "soft_timeout": soft, "items": list(items)}
         try:
-            response = self.pool.call(request, SLICE_BASE_S + SLICE_PER_ITEM_S * len(items))
+            response = self.pool.call(request, Deadline.cpu(SLICE_BASE_S + SLICE_PER_ITEM_S * len(items)))
             return [decode(w) for w in response["out"]]
         except TypeError:  # an item holds Python objects (a MathPolicy, say): prepare it here
             return [prepare_item(item, MathPolicy.from_dict(base), soft) for item in items]

@@ -5,6 +5,15 @@ path (integers, fractions, decimals, text): in the caller's thread, or for a lar
 shard processes, one per core (``sandbox.math.shards``). Only answers that need sympy go to an
 isolated worker process, which is killed if it overruns the deadline. The same function
 and settings serve training rewards and evaluation grades.
+
+The deadline (``timeout``) is CPU time of the worker process, not wall time: an RL node grades
+beside a trainer and an inference engine, and a verdict must not depend on how busy the machine
+is. The worker's own timer stops a slow comparison at ``SOFT_FRACTION`` of the budget (a
+``timeout`` verdict, no restart); the caller kills a worker that reaches the whole budget, or
+the wall-clock backstop (``sandbox.pool.backstop``, ten times the budget plus 5 s) if it is
+stuck without using CPU. Starting and warming a worker are never charged to an item: the budget
+starts when the worker picks the request up, and a comparison a still-cold worker could not
+finish is retried there on a fresh budget (``sandbox.math.worker``).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from typing import Any
 from sandbox.math.policy import GoldSpec, MathPolicy, resolve_policy
 from sandbox.math.prepare import Pending, gold_spec, is_literal_number, make_verdict, prepare, prepare_item
 from sandbox.math.shards import MathShards, default_shards
-from sandbox.pool import WorkerCrashed, WorkerPool, WorkerTimeout
+from sandbox.pool import Deadline, WorkerCrashed, WorkerPool, WorkerTimeout, backstop
 from sandbox.process_wide import ProcessWide
 from sandbox.verdict import UNVERIFIABLE_REASONS, Verdict
 
@@ -29,6 +38,8 @@ __all__ = ["MathGrader", "default_grader", "gold_spec", "is_literal_number", "ve
 
 DEFAULT_TIMEOUT = 1.0
 SOFT_FRACTION = 0.7
+#: CPU budget of the one-off warm-up call per worker (parsing the warm-up corpus)
+WARM_CPU_S = 120.0
 SYMBOLIC_CACHE = 65536
 
 
@@ -37,7 +48,8 @@ class MathGrader:
 
     ``shards`` processes (default: one per core this process may use on 4 or more cores, else
     1 = the caller's thread only) read answers out of large batches in parallel. Use one grader per process
-    (``default_grader()`` is shared); it is thread-safe.
+    (``default_grader()`` is shared); it is thread-safe. ``timeout`` is each symbolic comparison's
+    budget in CPU seconds of its worker (see the module docstring).
     """
 
     def __init__(self, workers: int | None = None, timeout: float = DEFAULT_TIMEOUT, shards: int | None = None):
@@ -70,7 +82,7 @@ class MathGrader:
     def warm_up(self) -> None:
         """Start every worker and let it finish warming its parser caches (optional)."""
         self.pool.warm_up()
-        self.pool.map([{"warm": True}] * self.workers, 120.0)
+        self.pool.map([{"warm": True}] * self.workers, Deadline.cpu(WARM_CPU_S))
         self.shards.warm_up()
 
     def close(self) -> None:
@@ -86,13 +98,9 @@ class MathGrader:
     ) -> Verdict:
         now = time.perf_counter()
         if isinstance(response, WorkerTimeout):
+            waited_s = response.wall_s if response.wall_s is not None else timeout
             return make_verdict(
-                False,
-                "timeout",
-                extracted,
-                now,
-                f"no verdict within {timeout:g}s; worker killed",
-                prepared_ms + timeout * 1000,
+                False, "timeout", extracted, now, timeout_detail(response, timeout), prepared_ms + waited_s * 1000
             )
         if isinstance(response, Exception):
             return make_verdict(False, "grader_error", extracted, now, f"worker crashed: {response}", prepared_ms)
@@ -129,15 +137,12 @@ class MathGrader:
         assert request is not None
         request["soft_timeout"] = deadline * SOFT_FRACTION
         prepared_ms = (time.perf_counter() - start) * 1000
-        try:
-            response: dict[str, Any] | Exception = self.pool.call(request, deadline)
-        except (WorkerTimeout, WorkerCrashed) as exc:
-            response = exc
-        return self._finish(response, extracted, prepared_ms, deadline)
+        return self._finish(self._call(request, deadline), extracted, prepared_ms, deadline)
 
-    def _call(self, request: dict[str, Any], deadline: float) -> dict[str, Any] | Exception:
+    def _call(self, request: dict[str, Any], cpu_s: float) -> dict[str, Any] | Exception:
+        """One symbolic request under a budget of ``cpu_s`` seconds of the worker's CPU time."""
         try:
-            return self.pool.call(request, deadline)
+            return self.pool.call(request, Deadline.cpu(cpu_s))
         except (WorkerTimeout, WorkerCrashed) as exc:
             return exc
 
@@ -200,6 +205,17 @@ class MathGrader:
         return results  # type: ignore[return-value]
 
 
+def timeout_detail(stopped: WorkerTimeout, cpu_s: float) -> str:
+    """Which limit stopped the worker: its CPU budget, or the wall-clock backstop (a worker
+    that was starved or stuck rather than busy), and what it had used by then."""
+    if stopped.cpu_s is None:
+        return f"no verdict within the {backstop(cpu_s):g}s wall-clock backstop (not started on); worker killed"
+    used = f"{stopped.cpu_s:.2f}s of CPU" + (f" in {stopped.wall_s:.2f}s" if stopped.wall_s is not None else "")
+    if stopped.clock == "cpu":
+        return f"no verdict within the {cpu_s:g}s CPU budget (used {used}); worker killed"
+    return f"no verdict within the {backstop(cpu_s):g}s wall-clock backstop (used {used}); worker killed"
+
+
 _default = ProcessWide(lambda: MathGrader())
 
 
@@ -211,8 +227,9 @@ def default_grader() -> MathGrader:
 def verify_math(completion: str, answer: "str | GoldSpec | Mapping[str, Any]", **options: Any) -> Verdict:
     """Grade one completion against a gold answer.
 
-    Options: ``policy`` (preset name or ``MathPolicy``), ``timeout`` (hard deadline in
-    seconds, default 1), ``answer_type``, ``tolerance``, ``multiple`` (gold declarations), and
+    Options: ``policy`` (preset name or ``MathPolicy``), ``timeout`` (CPU seconds the grading
+    worker may use, default 1; a wall-clock backstop of ten times that plus 5 s stops a worker
+    that is stuck), ``answer_type``, ``tolerance``, ``multiple`` (gold declarations), and
     any ``MathPolicy`` field as an override (e.g. ``extract=("boxed",)``).
     """
     return default_grader().verify(completion, answer, **options)
