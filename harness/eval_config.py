@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.config import split_list
 from harness.errors import UserError
+from sandbox.math.policy import PRESETS as MATH_PRESETS
 
 BACKENDS = ("hf", "vllm", "openai")
 #: Settings that do not change any score: a resumed run may change them freely.
@@ -87,6 +88,7 @@ class EvalConfig:
             (self.backend in BACKENDS, f"--backend must be one of {', '.join(BACKENDS)}"),
             (self.math_timeout > 0, "--math-timeout must be positive"),
             (self.kind in (None, "math", "code"), "--kind must be math or code"),
+            (self.policy is None or self.policy in MATH_PRESETS, f"--policy must be one of {', '.join(MATH_PRESETS)}"),
         ]
         for ok, message in checks:
             if not ok:

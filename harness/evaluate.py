@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.backends.base import Backend, GenerationRequest, SamplingParams, sample_seed
 from harness.benchmarks.custom import is_custom_source, load_custom, parse_fields
-from harness.benchmarks.problems import Problem, data_revision
+from harness.benchmarks.problems import Problem, data_revision, with_math_policy
 from harness.benchmarks.registry import CODE_INSTRUCTION, MATH_INSTRUCTION, get_benchmark, load_problems
 from harness.config import dump_config, read_yaml
 from harness.errors import UserError
@@ -71,9 +71,8 @@ def select_benchmarks(cfg: EvalConfig, template: Template) -> list[BenchmarkRun]
         pool = load_problems(spec.shots_from) if template.kind == "fewshot" and spec.shots_from else []
         if template.kind == "fewshot" and not pool:
             raise UserError(f"{spec.name} has no worked solutions for few-shot prompts; use another --template")
-        runs.append(
-            BenchmarkRun(spec.name, spec.kind, load_problems(spec.name, cfg.limit), spec.instruction, pool, spec.notes)
-        )
+        problems = with_math_policy(load_problems(spec.name, cfg.limit), cfg.policy)
+        runs.append(BenchmarkRun(spec.name, spec.kind, problems, spec.instruction, pool, spec.notes))
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise UserError(f"benchmark listed twice: {names}")

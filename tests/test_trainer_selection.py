@@ -4,7 +4,7 @@ uniform streams) and curriculum stage switching — no model involved."""
 import pytest
 
 from harness.benchmarks.problems import Problem
-from trainers.curriculum import Curriculum, Stage
+from trainers.curriculum import Curriculum, Stage, probe_set
 from trainers.rollout import Group
 from trainers.selection import DynamicSampling, HistoryResampling, PromptStream, UniformSelection
 
@@ -163,3 +163,83 @@ def test_stage_config_is_validated():
     with pytest.raises(ValueError, match="unknown stage key"):
         Stage.from_dict({"name": "x", "sources": ["a"], "until": 3})
     assert Stage.from_dict({"name": "x", "sources": "a, b", "until_step": 2}).sources == ["a", "b"]
+
+
+def _learning_table(step):
+    """A policy that keeps learning: p0..p3 are solved from the start; p4..p7 have accuracy
+    step/10 (10 samples each), so every step the policy is better on the same prompts."""
+    hard = [j < step for j in range(10)]
+    return {f"p{i}": [True] * 10 if i < 4 else hard for i in range(8)}
+
+
+def _history_run(stage, steps=8):
+    """SRPO stage 1 driven as the loop drives it: select with History Resampling, record the
+    trained batch's reward, read the probe when due, switch on a plateau."""
+    pool = problems(8)
+    curriculum = Curriculum([stage, Stage("math+code", ["a", "b"])])
+    selector = HistoryResampling(pool, seed=0)
+    probe = probe_set(pool, stage.probe_size, seed=0) if stage.probe_size else []
+    batch_rewards, switched_at = [], None
+    for step in range(1, steps + 1):
+        if switched_at is None and curriculum.should_switch():
+            switched_at = step
+            break
+        rollout = table_rollout(_learning_table(step), [])
+        groups, _ = selector.next_groups(rollout, 4, step)
+        batch_rewards.append(sum(sum(g.correct) for g in groups) / sum(len(g.correct) for g in groups))
+        curriculum.record(batch_rewards[-1])
+        if curriculum.probe_due():
+            readings = rollout(probe, -step)
+            curriculum.record_probe(sum(sum(g.correct) for g in readings) / sum(len(g.correct) for g in readings))
+    return switched_at, batch_rewards, curriculum, selector
+
+
+def test_plateau_reads_the_fixed_probe_not_the_pool_history_resampling_shrinks():
+    """Issue 29 part 6: after epoch 1 the solved p0..p3 leave the pool, the batch reward falls
+    from ~0.6 to 0.3 while the policy improves at every step. Read on the batch, the plateau
+    rule switches stages at step 5 (the old behaviour); read on the fixed probe, whose reward
+    rises 0.05 a step, it does not switch."""
+    old = Stage("math", ["a"], plateau_window=2, plateau_delta=0.01)
+    switched_at, batch, curriculum, selector = _history_run(old)
+    assert sorted(selector.dropped) == ["p0", "p1", "p2", "p3"]  # dropped at the end of step 2
+    assert batch[2:] == [0.3, 0.4]  # the shrunken pool's reward, below epoch 1's
+    assert switched_at == 5 and sum(batch[2:]) < sum(batch[:2])
+    probed = Stage("math", ["a"], plateau_window=2, plateau_delta=0.01, probe_size=8, probe_every=1)
+    switched_at, batch, curriculum, _ = _history_run(probed)
+    assert switched_at is None and len(batch) == 8  # the same shrinking pool, no early switch
+    assert curriculum.probe_rewards == pytest.approx([0.5 + 0.05 * s for s in range(1, 9)])
+    assert curriculum.state_dict()["probe_rewards"] == curriculum.probe_rewards
+
+
+def test_probe_plateau_still_switches_when_the_probe_stops_improving():
+    stage = Stage("math", ["a"], plateau_window=2, plateau_delta=0.01, probe_size=4, probe_every=3)
+    curriculum = Curriculum([stage, Stage("mixed", ["a", "b"])])
+    due = []
+    for step, reading in enumerate([0.2, 0.2, 0.4, 0.4, 0.4, 0.6, 0.6, 0.6, 0.61, 0.6, 0.6, 0.6], 1):
+        curriculum.record(0.0)  # a batch reward that alone would plateau at once
+        if curriculum.probe_due():
+            due.append(step)
+            curriculum.record_probe(reading)
+    assert due == [3, 6, 9, 12]
+    # readings 0.4, 0.6, 0.61, 0.6: (0.61 + 0.6)/2 - (0.4 + 0.6)/2 = 0.105 -> no switch at 4 readings
+    assert curriculum.should_switch() is None
+    curriculum.record_probe(0.6)
+    curriculum.record_probe(0.6)  # (0.6 + 0.6)/2 - (0.61 + 0.6)/2 < 0.01
+    assert "probe readings" in curriculum.should_switch()
+    curriculum.advance(13, "plateau")
+    assert curriculum.probe_rewards == [] and not curriculum.probe_due()  # the last stage declares no probe
+
+
+def test_probe_set_is_fixed_by_the_stage_seed():
+    pool = problems(20)
+    a = [p.id for p in probe_set(pool, 5, seed=3)]
+    assert a == [p.id for p in probe_set(list(pool), 5, seed=3)] and len(set(a)) == 5
+    assert a != [p.id for p in probe_set(pool, 5, seed=4)]
+    assert len(probe_set(pool, 50, seed=3)) == 20
+
+
+def test_probe_settings_are_validated():
+    with pytest.raises(ValueError, match="probe_size and probe_every"):
+        Stage.from_dict({"name": "x", "sources": ["a"], "probe_size": 0})
+    stage = Stage.from_dict({"name": "x", "sources": ["a"], "plateau_window": 5, "probe_size": 64, "probe_every": 10})
+    assert (stage.probe_size, stage.probe_every) == (64, 10)

@@ -50,7 +50,7 @@ LOG_KEYS = {
     "masked_unverifiable",
 }
 ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
-TIMINGS = {"time_generate", "time_score", "time_learn", "time_sync", "tokens_per_s"}
+TIMINGS = {"time_generate", "time_score", "time_learn", "time_sync", "time_probe", "tokens_per_s"}
 
 
 def _tiny(algorithm, model, out, steps, **extra):
@@ -241,3 +241,31 @@ def test_run_directory_matches_saved_settings(tmp_path):
     other = build_config("drgrpo", "cpu-demo", {"lr": 1e-5, "max_steps": 7})
     assert settings_differing_from_saved(tmp_path, other) == ["lr", "max_steps"]
     assert settings_differing_from_saved(tmp_path, other, ("out", "max_steps")) == ["lr"]
+
+
+def test_srpo_plateau_reads_the_probe_in_the_loop_and_resumes_exactly(tmp_path, tiny):
+    """Stage 1 reads a 2-prompt probe after every step; with plateau_delta 2 the second reading
+    ends it, so step 3 runs in stage 2 — also when the run is resumed from step 2, whose
+    checkpoint carries the readings. Probe samples are counted apart from training generations."""
+    _, data = tiny
+    stages = [
+        {"name": "math", "sources": [data], "plateau_window": 1, "plateau_delta": 2.0, "probe_size": 2},
+        {"name": "mixed", "sources": [data, "pyfunc_train"]},
+    ]
+    keep = {"save_optimizer": True, "stages": stages}
+    straight = run_training(_tiny("srpo", tiny, tmp_path / "straight", 3, **keep), progress=False)
+    log = read_log(straight)
+    assert [line["stage"] for line in log] == ["math", "math", "mixed"]
+    assert [line["probe_generations"] for line in log] == [2 * 4, 2 * 4, 0]
+    assert all(0.0 <= line["probe_reward"] <= 1.0 for line in log[:2]) and log[2]["probe_reward"] is None
+    assert all(line["generations"] == 2 * 4 for line in log)  # the probe's samples are not training's
+    switch = load_trainer_state(straight / "checkpoint-000003")["curriculum"]["switches"][0]
+    assert switch["step"] == 3 and "1 probe readings" in switch["reason"]
+    run_training(_tiny("srpo", tiny, tmp_path / "split", 2, **keep), progress=False)
+    assert len(load_trainer_state(tmp_path / "split" / "checkpoint-000002")["curriculum"]["probe_rewards"]) == 2
+    resumed = run_training(_tiny("srpo", tiny, tmp_path / "split", 3, **keep), resume=True, progress=False)
+    strip = lambda log: [{k: v for k, v in line.items() if k not in TIMINGS} for line in log]  # noqa: E731
+    assert strip(read_log(straight)) == strip(read_log(resumed))
+    a = load_file(str(straight / "checkpoint-000003" / "model.safetensors"))
+    b = load_file(str(resumed / "checkpoint-000003" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -13,8 +13,9 @@ GRADIENT_FREE = ("randopt", "corp")
 
 EPILOG = """\
 presets (--config NAME): cpu-demo (the embedded model on the procedural `arith` task, on a CPU)
-and paper (each paper's published hyperparameters, for GPU users); or a YAML file whose keys are
-TrainConfig fields. --set KEY=VALUE overrides any field (values read as YAML).
+and paper (each paper's published hyperparameters, for GPU users; drgrpo also paper-r1, the R1
+template rewarded as the original was); or a YAML file whose keys are TrainConfig fields.
+--set KEY=VALUE overrides any field (values read as YAML).
 
 examples:
   rlvr train drgrpo --config cpu-demo --out results/drgrpo-demo
@@ -22,6 +23,7 @@ examples:
   rlvr train srpo --config cpu-demo --set lr=1e-5 \\
     --set "stages=[{name: a, sources: [arith_train], until_step: 10}, {name: b, sources: [arith_train, pyfunc_train]}]"
   rlvr train grpo --config paper --model Qwen/Qwen2.5-Math-1.5B --set backend=vllm
+  rlvr train drgrpo --config paper-r1 --out results/drgrpo-r1
   rlvr train randopt --config cpu-demo --population 64 --out results/randopt-demo
   rlvr train corp --config cpu-demo --out results/corp-demo     # spec.json + merged/ checkpoint
   rlvr eval --model results/drgrpo-demo/checkpoint-000020 --benchmarks arith
@@ -43,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("algorithm", choices=POLICY_GRADIENT + GRADIENT_FREE, help="which algorithm")
-    p.add_argument("--config", default=None, help="preset name (cpu-demo, paper) or a YAML file")
+    p.add_argument("--config", default=None, help="preset name (cpu-demo, paper; drgrpo: paper-r1) or a YAML file")
     p.add_argument("--out", default=None, help="run directory (default results/train-<algorithm>)")
     p.add_argument(
         "--max-steps", dest="max_steps", type=int, default=None, help="stop after this step (policy-gradient trainers)"

@@ -27,7 +27,8 @@ def algorithm_module(name: str):
 
 @dataclass
 class TrainConfig:
-    """A run of one algorithm. Stages: a list of ``{name, sources, until_step | plateau_window}``."""
+    """A run of one algorithm. Stages: a list of ``{name, sources, until_step | plateau_window}``
+    (every key: ``trainers.curriculum.STAGE_KEYS``; a plateau may read a fixed probe)."""
 
     algorithm: str = "drgrpo"
     model: str | None = None
@@ -54,6 +55,10 @@ class TrainConfig:
     gen_prompts: int | None = None
     max_gen_batches: int = 10
     # reward and advantage
+    #: Math verifier policy for every math problem, in rewards and evaluations alike (None: each
+    #: data source's own, ``math`` for local files). ``boxed_only`` / ``r1_format`` are Dr.
+    #: GRPO's rewards under the Qwen-Math / no and R1 templates (``sandbox.math.extract``).
+    math_policy: str | None = None
     reward_correct: float = 1.0
     reward_wrong: float = 0.0
     overlong: str = "none"
@@ -99,6 +104,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Every check that needs no model: run before anything is loaded."""
+        from sandbox.math.policy import PRESETS as MATH_PRESETS
         from trainers.advantages import ADVANTAGE_MODES, OVERLONG_MODES
         from trainers.losses import AGGREGATIONS
         from trainers.selection import SELECTIONS
@@ -126,12 +132,17 @@ class TrainConfig:
                 "gen_prompts must be positive",
             ),
             (bool(self.stages), "stages must list at least one stage"),
+            (
+                self.math_policy is None or self.math_policy in MATH_PRESETS,
+                f"math_policy must be one of {', '.join(MATH_PRESETS)}",
+            ),
             (set(self.log_to) <= {"jsonl", "tensorboard", "wandb"}, "log_to entries: jsonl, tensorboard, wandb"),
         ]
         for ok, message in checks:
             if not ok:
                 raise UserError(f"bad training config: {message}")
         check_stages(self.stages)
+        check_plateau_reading(self.stages, self.selection)
         check_sources(self.eval_benchmarks, "eval_benchmarks")
 
     @property
@@ -154,6 +165,23 @@ def check_stages(stages: list[dict[str, Any]]) -> None:
         except ValueError as exc:
             raise UserError(f"bad training config: {exc}") from None
         check_sources(stage.sources, f"stage {stage.name!r}")
+
+
+def check_plateau_reading(stages: list[dict[str, Any]], selection: str) -> None:
+    """A reward plateau under ``history`` or ``dynamic`` selection needs a probe: both change
+    what the trained batch's reward measures (``trainers.curriculum``, "What a plateau reads")."""
+    from trainers.curriculum import Stage
+
+    if selection not in ("history", "dynamic"):
+        return
+    for data in stages:
+        stage = Stage.from_dict(data)
+        if stage.plateau_window and stage.probe_size is None:
+            raise UserError(
+                f"bad training config: stage {stage.name!r} switches on a reward plateau, but {selection} selection "
+                "changes what the batch reward measures (history resampling drops solved prompts, so the pool's "
+                "reward falls by itself); give the stage a fixed probe, e.g. probe_size: 128, probe_every: 10"
+            )
 
 
 def check_sources(names: Sequence[str], where: str) -> None:
@@ -257,6 +285,13 @@ def overridden_defining(algorithm: str, cfg: TrainConfig) -> list[str]:
     (then the run is no longer that algorithm as published; the trainer logs a warning)."""
     defining = algorithm_module(algorithm).DEFINING
     return [f"{k}: {v!r} -> {getattr(cfg, k)!r}" for k, v in defining.items() if getattr(cfg, k) != v]
+
+
+def changed_original_reward(algorithm: str, cfg: TrainConfig) -> list[str]:
+    """``math_policy: original -> used`` when the algorithm's original code rewards the run's
+    template with another policy (the module's ``ORIGINAL_REWARDS``; Dr. GRPO's by template)."""
+    wanted = getattr(algorithm_module(algorithm), "ORIGINAL_REWARDS", {}).get(cfg.template)
+    return [f"math_policy: {wanted!r} -> {cfg.math_policy!r}"] if wanted and cfg.math_policy != wanted else []
 
 
 def build_config(algorithm: str, config: str | None, overrides: dict[str, Any]) -> TrainConfig:

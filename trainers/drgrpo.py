@@ -13,8 +13,13 @@ get reward 0 but stay in the loss (``overlong: zero``, oat's default). Published
 AdamW (0.9, 0.95), lr 1e-6 constant, grad clip 1.0, G = 8, 128 prompts per step, temperature 1,
 max 3000 tokens, one PPO epoch (``presets/drgrpo/paper.yaml``).
 
-Deliberate deviation: Dr. GRPO's R1-template grader scores 0 unless the response contains
-"</think> <answer>"; we grade every template with the rlvr verifier (one verifier everywhere).
+Rewards: oat rewards only the last ``\\boxed{}`` under the Qwen-Math and no templates and only
+the exact "</think> <answer> ... </answer>" format under R1 (ALGORITHMS.md §2.6), stricter than
+the default ``math`` policy, which also credits "the answer is X" and bare answers. The
+``paper`` presets set ``math_policy`` to the original's (``ORIGINAL_REWARDS``): the policies
+``boxed_only`` / ``r1_format`` of the one rlvr verifier, so rewards and evaluation grades agree;
+answer equivalence stays the verifier's (oat's mathd / sympy / Math-Verify cascade is not
+reproduced). A run on one of these templates under another policy is logged as a variant.
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ DEFINING = {
     "eps_low": 0.2,
     "eps_high": 0.2,
 }
+
+
+#: template -> the math policy that reproduces the original reward under it (oat, understand-r1-zero)
+ORIGINAL_REWARDS = {"qwen_math": "boxed_only", "no_template": "boxed_only", "r1": "r1_format"}
 
 
 def train(cfg, resume: bool = False, progress: bool = True) -> Path:

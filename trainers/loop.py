@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.benchmarks.problems import with_math_policy
 from harness.benchmarks.registry import get_benchmark, load_problems
 from harness.errors import UserError
 from harness.grading import EvalGrader
@@ -24,8 +25,14 @@ from harness.templates import load_template
 from sandbox.verdict import UNVERIFIABLE_REASONS
 from trainers.advantages import group_advantages, shape_rewards, zero_variance_fraction
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
-from trainers.config import TrainConfig, overridden_defining, save_settings, settings_differing_from_saved
-from trainers.curriculum import Curriculum, Stage
+from trainers.config import (
+    TrainConfig,
+    changed_original_reward,
+    overridden_defining,
+    save_settings,
+    settings_differing_from_saved,
+)
+from trainers.curriculum import Curriculum, Stage, probe_set
 from trainers.rollout import HFRollout, RolloutWorker
 from trainers.selection import make_selection, stage_seed
 from trainers.telemetry import TrainLog, rollout_metrics
@@ -50,8 +57,9 @@ def source_instruction(source: str) -> tuple[str, str]:
     return source, get_benchmark(source).instruction
 
 
-def stage_pool(stage: Stage) -> list:
-    return [p for source in stage.sources for p in source_problems(source)]
+def stage_pool(stage: Stage, math_policy: str | None = None) -> list:
+    """The stage's problems, graded under ``math_policy`` when the run sets one."""
+    return with_math_policy([p for source in stage.sources for p in source_problems(source)], math_policy)
 
 
 def _prepare_out(cfg: TrainConfig, out: Path, resume: bool) -> Path | None:
@@ -112,14 +120,37 @@ def warn_overlap(cfg: TrainConfig) -> None:
 
 def _stage_selection(cfg: TrainConfig, curriculum: Curriculum):
     """The prompt selection of the current stage, seeded per stage (its state, seed included,
-    is saved in every checkpoint and restored on resume)."""
+    is saved in every checkpoint and restored on resume). A new stage starts from its whole
+    pool: prompts History Resampling dropped in an earlier stage return (``trainers/srpo.py``)."""
     return make_selection(
         cfg.selection,
-        stage_pool(curriculum.stage),
+        stage_pool(curriculum.stage, cfg.math_policy),
         stage_seed(cfg.seed, curriculum.index),
         gen_prompts=cfg.gen_prompts,
         max_gen_batches=cfg.max_gen_batches,
     )
+
+
+def _stage_probe(cfg: TrainConfig, curriculum: Curriculum) -> list:
+    """The current stage's fixed probe prompts (none when it declares no ``probe_size``)."""
+    stage = curriculum.stage
+    if stage.probe_size is None:
+        return []
+    return probe_set(stage_pool(stage, cfg.math_policy), stage.probe_size, stage_seed(cfg.seed, curriculum.index))
+
+
+def read_probe(cfg: TrainConfig, worker: RolloutWorker, probe: list, step: int) -> dict[str, Any]:
+    """The probe's reward after step ``step``'s update: G samples per probe prompt, shaped as
+    ``reward_mean`` is. Rollout key ``-step`` (training keys are positive), so its samples are
+    seeded apart from every training rollout; its generations stay out of the step's count."""
+    before = worker.generations
+    groups = worker(probe, -step)
+    times = worker.take_times()
+    return {
+        "probe_reward": float(shaped_rewards(cfg, groups)[0].mean()),
+        "probe_generations": worker.generations - before,
+        "time_probe": round(times["generate"] + times["score"], 3),
+    }
 
 
 def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) -> Path:
@@ -129,7 +160,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     checkpoint = _prepare_out(cfg, out, resume)
     save_settings(out, cfg)
     warn_overlap(cfg)
-    for change in overridden_defining(cfg.algorithm, cfg):
+    for change in overridden_defining(cfg.algorithm, cfg) + changed_original_reward(cfg.algorithm, cfg):
         print(
             f"warning: {cfg.algorithm} run with a defining setting changed ({change}): a variant, not {cfg.algorithm} "
             "as published",
@@ -147,7 +178,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_schedule(cfg))
     curriculum = Curriculum([Stage.from_dict(s) for s in cfg.stages])
-    selection = _stage_selection(cfg, curriculum)
+    selection, probe = _stage_selection(cfg, curriculum), _stage_probe(cfg, curriculum)
     start, generations_total = 0, 0
     if checkpoint:
         state = load_trainer_state(checkpoint)
@@ -158,9 +189,10 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         curriculum.load_state_dict(state["curriculum"])
-        lookup = {p.id: p for s in curriculum.stages for p in stage_pool(s)}
+        lookup = {p.id: p for s in curriculum.stages for p in stage_pool(s, cfg.math_policy)}
         selection = _stage_selection(cfg, curriculum)
         selection.load_state_dict(state["selection"], lookup)
+        probe = _stage_probe(cfg, curriculum)
         set_rng_state(state["rng"])
         start, generations_total = state["step"], state["generations_total"]
     grader = EvalGrader()
@@ -174,7 +206,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             reason = curriculum.should_switch()
             if reason:
                 stage = curriculum.advance(step, reason)
-                selection = _stage_selection(cfg, curriculum)
+                selection, probe = _stage_selection(cfg, curriculum), _stage_probe(cfg, curriculum)
                 print(f"step {step}: stage -> {stage.name} ({reason})")
             metrics = train_step(cfg, step, model, reference, optimizer, tokenizer, device, selection, worker, sampler)
             scheduler.step()
@@ -182,6 +214,10 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             curriculum.record(
                 metrics["reward_mean"] if metrics["reward_mean"] is not None else 0.0, metrics["generations"]
             )
+            metrics.update(probe_reward=None, probe_generations=0, time_probe=0.0)  # the same keys every line
+            if curriculum.probe_due():
+                metrics.update(read_probe(cfg, worker, probe, step))
+                curriculum.record_probe(metrics["probe_reward"])
             metrics.update(
                 generations_total=generations_total, stage=curriculum.stage.name, lr=scheduler.get_last_lr()[0]
             )
@@ -226,6 +262,19 @@ def _make_sampler(cfg: TrainConfig, model, tokenizer, template, instructions):
     )
 
 
+def shaped_rewards(cfg: TrainConfig, groups: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rewards and loss mask of the groups' samples: correctness and overlong shaping."""
+    return shape_rewards(
+        [ok for g in groups for ok in g.correct],
+        [len(c) for g in groups for c in g.completion_ids],
+        [t for g in groups for t in g.truncated],
+        cfg.overlong,
+        cfg.max_tokens,
+        cfg.overlong_cache,
+        (cfg.reward_correct, cfg.reward_wrong),
+    )
+
+
 def train_step(
     cfg: TrainConfig,
     step: int,
@@ -256,18 +305,7 @@ def train_step(
     )
     t0 = time.perf_counter()
     if groups:
-        correct = [ok for g in groups for ok in g.correct]
-        lengths = [len(c) for g in groups for c in g.completion_ids]
-        truncated = [t for g in groups for t in g.truncated]
-        rewards, keep = shape_rewards(
-            correct,
-            lengths,
-            truncated,
-            cfg.overlong,
-            cfg.max_tokens,
-            cfg.overlong_cache,
-            (cfg.reward_correct, cfg.reward_wrong),
-        )
+        rewards, keep = shaped_rewards(cfg, groups)
         verifiable = torch.tensor(
             [reason not in UNVERIFIABLE_REASONS for g in groups for reason in g.reasons], dtype=torch.float32
         )
@@ -331,6 +369,7 @@ def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler
             temperature=cfg.eval_temperature,
             max_tokens=cfg.max_tokens,
             limit=cfg.eval_limit,
+            policy=cfg.math_policy,
             out=str(out / "eval" / f"step-{step:06d}"),
             progress=False,
             backend=cfg.backend,
@@ -345,9 +384,11 @@ def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler
 def _progress_line(step: int, total: int, m: dict[str, Any]) -> str:
     fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
     evals = " ".join(f"{k}={fmt(v)}" for k, v in m.items() if k.startswith("eval_"))
+    probe = "" if m.get("probe_reward") is None else f"probe {fmt(m['probe_reward'])} "
     return (
         f"step {step}/{total} [{m['stage']}] reward {fmt(m['reward_mean'])} acc {fmt(m['accuracy'])} zero-var "
         f"{fmt(m['zero_variance_fraction'])} "
         f"batch {m['effective_batch']} gens {m['generations']} len+ {m['length_correct']} len- {m['length_incorrect']} "
-        f"gen {m['time_generate']:.1f}s learn {m['time_learn']:.1f}s {evals}"
+        f"gen {m['time_generate']:.1f}s learn {m['time_learn']:.1f}s "
+        f"{probe}{evals}"
     ).rstrip()

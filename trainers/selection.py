@@ -7,7 +7,9 @@
   are collected (surplus trimmed), at most ``max_gen_batches`` generation batches per step.
 * ``history`` — SRPO history resampling (SRPO Sec. on HR): no filtering inside an epoch; every
   rollout's correctness is recorded, and at the epoch boundary prompts whose rollouts were all
-  correct leave the pool for good, while mixed and all-wrong prompts stay.
+  correct leave the pool for the rest of the stage, while mixed and all-wrong prompts stay. A
+  new curriculum stage starts a new selection over its whole pool, so they return there (why:
+  ``trainers/srpo.py``).
 
 All keep their position as plain data (``state_dict``), so a resumed run continues exactly.
 """

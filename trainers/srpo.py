@@ -14,7 +14,17 @@ sources our notes could reach (ALGORITHMS.md §3), with every inference labelled
 * Two stages: stage 1 math only ("eliciting reasoning"), stage 2 adds code ("skill
   integration"; read as a math + code mixture **[inferred]**). The switch rule is not
   published: a step count (``until_step``) or a reward plateau (``plateau_window``,
-  ``plateau_delta``) is configurable per stage.
+  ``plateau_delta``) is configurable per stage. A plateau is read on the stage's fixed probe
+  (``probe_size``, ``probe_every``; ``trainers.curriculum``), never on the trained batch: History
+  Resampling removes solved prompts, so the pool's reward falls by itself and would switch
+  stages early; the config refuses a plateau without a probe under ``selection: history``.
+* Prompts dropped in stage 1 **return in stage 2** **[inferred]**: each stage's selection starts
+  over on the stage's whole pool (its sources), with an empty history. The sources describe
+  removal within training only; stage 2 is a new data mixture, and its code training can undo
+  math it has not seen for a while, so every math prompt is rolled out again in stage 2's first
+  epoch (G samples each, then HR drops the ones still solved): a bounded cost that lets HR see
+  forgetting, where carrying the drops over would make stage 1's verdicts final (the "absorbing
+  state" the DPS paper criticises in HR, ALGORITHMS.md §3.3).
 * Reflection statistics (recheck / hesitation / exploration) are logged every step with our
   reconstruction of the keyword lists (the paper's are unpublished).
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -54,6 +54,18 @@ class BenchmarkSpec:
     shots_from: str | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def with_math_policy(problems: list[Problem], policy: str | None) -> list[Problem]:
+    """The problems with every math gold graded under ``policy`` (None: each keeps its own).
+
+    The one place a run-wide policy replaces the benchmarks' own, used by ``rlvr eval
+    --policy`` and by the trainer's ``math_policy`` for its rewards and its evaluations alike,
+    so the reward and the grade of one completion come from the same policy.
+    """
+    if policy is None:
+        return problems
+    return [replace(p, gold={**p.gold, "policy": policy}) if p.kind == "math" else p for p in problems]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -152,7 +152,8 @@ def add_protocol_flags(p: argparse.ArgumentParser) -> None:
     v.add_argument(
         "--policy",
         default=S,
-        help="local/hub math data: verifier policy preset (math, gsm8k, minerva, olympiadbench, aime, arith)",
+        help="math verifier policy for every math problem, replacing each benchmark's own (local/hub data: math): "
+        "math, gsm8k, minerva, olympiadbench, aime, arith, boxed_only, r1_format (Dr. GRPO's rewards)",
     )
     p.add_argument(
         "--config", default=S, help="YAML file of settings (keys = flag names with underscores); flags override it"

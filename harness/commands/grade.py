@@ -62,7 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "code: CPU seconds per test (default 4)",
     )
     p.add_argument(
-        "--policy", default="math", help="math grading policy preset (math, gsm8k, minerva, olympiadbench, aime, arith)"
+        "--policy",
+        default="math",
+        help="math grading policy preset (math, gsm8k, minerva, olympiadbench, aime, arith, boxed_only, r1_format)",
     )
     p.add_argument(
         "--partial", action="store_true", help="code: reward is the fraction of tests passed (all tests run)"

@@ -15,6 +15,9 @@ Rules, tried in the policy's precedence order:
 * ``bare`` — the whole completion is itself a short answer with no prose.
 * ``last_number`` — the last number in the text; only for benchmarks that opt in.
 
+A policy whose ``answer_format`` is ``boxed`` or ``r1`` skips these rules for the Dr. GRPO
+originals' stricter ones (``extract_original``).
+
 All scanning is linear in the completion length.
 """
 
@@ -171,9 +174,53 @@ def _is_bare(region: str) -> bool:
     return _PROSE_RE.search(without_text) is None
 
 
+R1_SEPARATOR = "</think> <answer>"
+
+
+def extract_original(completion: str, answer_format: str) -> Extraction:
+    """The answer as Dr. GRPO's reward functions read it, so ``boxed_only`` / ``r1_format`` runs
+    are rewarded as the paper's were (understand-r1-zero ``math_grader.py`` at dfca49d, as our
+    notes record it: ALGORITHMS.md §2.6 and fidelity check 6 in §2.11).
+
+    * ``boxed`` (``boxed_reward_fn``, Qwen-Math and no template): the last ``\\boxed{}`` /
+      ``\\fbox{}`` of the whole completion (``</think>`` does not narrow the search), braces
+      matched; none, or a truncated last box, is no answer. "The answer is 5", ``#### 5``, a bare
+      "5" and ``<answer>5</answer>`` earn nothing. Only the last box is read: earlier boxes are
+      neither a hedge (the default's ``max_distinct_boxes``) nor joined into a multi-item answer,
+      since oat reads one box — listing candidates in boxes gains nothing when only the last
+      counts, while a single box listing candidates is still graded as a list.
+    * ``r1`` (``answer_tag_reward_fn``, R1 template): the completion must contain
+      ``"</think> <answer>"`` (exactly one space) and ``"</answer>"``, else no answer. The answer
+      is the text after the last ``<answer>`` with every ``</answer>`` removed; if it contains
+      ``\\boxed``, the last box (none readable: no answer), else the whole text, stripped — where
+      oat grades the text as it stands, so prose inside the tags is graded as the answer (and
+      fails), not searched for "the answer is".
+
+    The R1 template puts ``<think>`` in the prompt, so a completion reads "... </think> <answer>
+    X </answer>" (generation stops at ``</answer>``); that the tags must be separated by exactly
+    one space is oat's substring test, not an inference.
+    """
+    region = completion
+    if answer_format == "r1":
+        if R1_SEPARATOR not in completion or "</answer>" not in completion:
+            return Extraction(None, "none", detail=f"r1 format: needs {R1_SEPARATOR!r} and '</answer>'")
+        region = completion.split("<answer>")[-1].replace("</answer>", "")
+        if "\\boxed" not in region:
+            text = region.strip()
+            return Extraction(text or None, "answer_tag", detail="" if text else "r1 format: empty answer tag")
+    boxes = find_boxes(region)
+    if not boxes:
+        return Extraction(None, "none", detail=f"{answer_format} format: no \\boxed{{}}")
+    if boxes[-1][2] is None:
+        return Extraction(None, "boxed", detail="last box is truncated (unbalanced braces)")
+    return Extraction(boxes[-1][2], "boxed", tuple(b[2] for b in boxes if b[2] is not None))
+
+
 def extract_answer(completion: str, policy: MathPolicy, gold_items: int = 1) -> Extraction:
     """Apply the policy's extraction rules in order; see the module docstring."""
     completion = completion[-MAX_COMPLETION_CHARS:] if len(completion) > MAX_COMPLETION_CHARS else completion
+    if policy.answer_format != "free":
+        return extract_original(completion, policy.answer_format)
     region, region_rule = _region(completion, policy)
     for rule in policy.extract:
         if rule == "answer_tag":

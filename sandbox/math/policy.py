@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 EXTRACTION_RULES = ("answer_tag", "boxed", "hash", "final_hash", "answer_is", "bare", "last_number")
+ANSWER_FORMATS = ("free", "boxed", "r1")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,13 @@ class MathPolicy:
             point, thousands separators, a/b); an expression that evaluates to the gold, such as
             an echoed "5 + 3", is wrong. For tasks whose point is the computation (``arith``),
             where echoing the question would otherwise be rewarded.
+        answer_format: ``free`` (default): ``extract`` searches the completion. ``boxed`` and
+            ``r1`` replace extraction by the Dr. GRPO reward functions (understand-r1-zero
+            ``math_grader.py``; our notes, ALGORITHMS.md §2.6), so a run can be rewarded as the
+            original was while equivalence stays ours: ``boxed`` (``boxed_reward_fn``, Qwen-Math
+            and no template) reads only the last ``\\boxed{}`` of the whole completion; ``r1``
+            (``answer_tag_reward_fn``, R1 template) needs the exact ``</think> <answer>`` and a
+            ``</answer>``. Rules in ``sandbox.math.extract.extract_original``.
     """
 
     name: str = "math"
@@ -45,11 +53,14 @@ class MathPolicy:
     allow_complex: bool = True
     strict_domain: bool = True
     literal_answer: bool = False
+    answer_format: str = "free"
 
     def __post_init__(self) -> None:
         unknown = [r for r in self.extract if r not in EXTRACTION_RULES]
         if unknown:
             raise ValueError(f"unknown extraction rule(s) {unknown}; choose from {EXTRACTION_RULES}")
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"unknown answer_format {self.answer_format!r}; choose from {ANSWER_FORMATS}")
         if self.max_distinct_boxes < 1:
             raise ValueError("max_distinct_boxes must be at least 1")
 
@@ -65,6 +76,7 @@ class MathPolicy:
             "allow_complex": self.allow_complex,
             "strict_domain": self.strict_domain,
             "literal_answer": self.literal_answer,
+            "answer_format": self.answer_format,
         }
 
     @classmethod
@@ -86,6 +98,10 @@ PRESETS: dict[str, MathPolicy] = {
         extract=("answer_tag", "boxed", "final_hash", "answer_is", "bare", "last_number"),
         literal_answer=True,
     ),
+    # The Dr. GRPO originals' rewards (oat / understand-r1-zero): nothing but the last box, or
+    # nothing but the exact R1 format. ``extract`` documents what is read; ``answer_format`` rules.
+    "boxed_only": MathPolicy(name="boxed_only", extract=("boxed",), answer_format="boxed"),
+    "r1_format": MathPolicy(name="r1_format", extract=("answer_tag", "boxed"), answer_format="r1"),
 }
 
 
