@@ -71,6 +71,12 @@ class TrainConfig:
     std_eps: float = 1e-8
     # policy loss
     loss_agg: str = "seq_mean_token_mean"
+    #: ``ppo_clip`` (token ratio, PPO/GRPO), ``gspo`` / ``gspo_token`` (sequence ratio), ``cispo``
+    #: (clipped stop-gradient weight on log π); ``trainers.losses.POLICY_LOSSES``
+    policy_loss: str = "ppo_clip"
+    #: truncated importance sampling: each token's loss times min(π_learner_old/π_sampler, tis_cap)
+    #: (``backend: vllm`` only; None = off)
+    tis_cap: float | None = None
     loss_constant: float | None = None
     eps_low: float = 0.2
     eps_high: float = 0.2
@@ -97,8 +103,16 @@ class TrainConfig:
     eval_limit: int | None = None
     eval_n: int = 1
     eval_temperature: float = 0.0
+    #: master weights and optimizer state (``float32`` for any real run; ``bfloat16`` parameters
+    #: under AdamW are refused: lr·update rounds away); ``auto`` = float32 on every device
     dtype: str = "auto"
+    #: forward/backward compute: ``bfloat16`` / ``float16`` autocast (FSDP: ``MixedPrecisionPolicy``)
+    #: over the master weights, or ``float32`` / ``auto`` (= the master dtype)
+    compute_dtype: str = "auto"
     device: str = "auto"
+    #: data parallelism under ``torchrun``: ``ddp`` (a full replica per rank) or ``fsdp`` (FSDP2
+    #: ``fully_shard``, for models that do not fit one device); ignored in a single process
+    parallel: str = "ddp"
     log_to: list[str] = field(default_factory=lambda: ["jsonl"])
     out: str | None = None
 
