@@ -17,6 +17,7 @@ from harness.errors import UserError
 from trainers.checkpoint import STATE_FILE, load_trainer_state
 from trainers.config import build_config
 from trainers.loop import run_training
+from trainers.losses import MISMATCH_METRICS
 from trainers.telemetry import read_log
 
 LOG_KEYS = {
@@ -48,6 +49,7 @@ LOG_KEYS = {
     "lr",
     "unverifiable",
     "masked_unverifiable",
+    *MISMATCH_METRICS,
 }
 ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
 TIMINGS = {"time_generate", "time_score", "time_learn", "time_sync", "time_probe", "tokens_per_s"}
@@ -101,6 +103,7 @@ def test_two_steps_log_every_health_metric_and_save_a_checkpoint(runs, algorithm
     assert [line["step"] for line in log] == [1, 2]
     for line in log:
         assert LOG_KEYS <= set(line), LOG_KEYS - set(line)
+        assert all(line[k] is None for k in MISMATCH_METRICS)  # hf: the sampler is the learner
     assert [line["stage"] for line in log] == ["math", "mixed"]
     final = folder / "checkpoint-000002"
     assert (final / "config.json").exists() and (final / "model.safetensors").exists()

@@ -1,6 +1,7 @@
 """vLLM in the trainers, on vLLM's CPU build, in the default suite: rollouts whose engine follows the
 learner's weights (log-probs match after a sync and not before, a prefix-cache test that fails
-without the reset, tied LM heads), two Dr. GRPO steps with ``backend: vllm``, and populations
+without the reset, tied LM heads), two Dr. GRPO steps with ``backend: vllm`` and ``tis_cap`` (the
+sampler-learner gap they log is noise), and populations
 perturbed in place, restored exactly and scored as on the hf path."""
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ def test_a_budget_the_context_cannot_hold_is_refused_before_the_engine_starts(mo
 
 
 def test_two_drgrpo_steps_with_backend_vllm(tmp_path, digits_source):
+    """With truncated importance sampling (``tis_cap: 2``); fp32 on both sides, the sampler-learner
+    gap logged each step is numerical noise: no token's weight is capped."""
     values = {
         "model": vllm_tiny_model(tmp_path / "untied", tie=False),
         "backend": "vllm",
@@ -126,6 +129,7 @@ def test_two_drgrpo_steps_with_backend_vllm(tmp_path, digits_source):
         "eval_limit": 4,
         "save_optimizer": False,
         "lr": 1e-2,
+        "tis_cap": 2.0,
         "out": str(tmp_path / "run"),
     }
     torch.manual_seed(0)
@@ -134,6 +138,9 @@ def test_two_drgrpo_steps_with_backend_vllm(tmp_path, digits_source):
     assert [line["step"] for line in log] == [1, 2]
     assert all(line["time_sync"] >= 0 and line["generations"] == 8 for line in log)
     assert any(line["grad_norm"] for line in log)  # the tiny model's rewards vary: a real update happened
+    for line in log:
+        assert line["mismatch_logp_abs_mean"] < 1e-3 and abs(line["mismatch_ratio_max"] - 1) < 0.01
+        assert abs(line["mismatch_kl"]) < 1e-4 and line["tis_capped_fraction"] == 0.0
     summary = json.loads(next((out / "eval").glob("step-*/summary.json")).read_text())
     assert summary["protocol"]["backend"]["backend"] == "vllm"  # evaluated on the rollout engine itself
     assert "eval_" + summary["benchmarks"].popitem()[0] in log[-1]

@@ -6,8 +6,21 @@ Outcome supervision: every token of response i gets the same advantage Â_i.
   std is the unbiased (Bessel, ÷(G−1)) sample std, as oat, verl and TRL compute it; ε = 1e-8
   as in oat (verl uses 1e-6, TRL 1e-4). A group of one sample has advantage 0.
 * ``drgrpo`` Â_i = r_i − mean_j r_j                       Dr. GRPO App. A eq. 7 (no std division).
-* ``rloo``   Â_i = r_i − (1/(G−1)) Σ_{j≠i} r_j = G/(G−1) · (r_i − mean_j r_j)   (Dr. GRPO App. A:
-  the leave-one-out baseline is the Dr. GRPO advantage rescaled).
+* ``rloo``   Â_i = r_i − (1/(G−1)) Σ_{j≠i} r_j = G/(G−1) · (r_i − mean_j r_j)   RLOO (Ahmadian et
+  al. 2024, "Back to Basics", arXiv 2402.14740; Dr. GRPO App. A: the leave-one-out baseline is
+  the Dr. GRPO advantage rescaled).
+
+Batch modes (REINFORCE++, Hu et al. 2025, arXiv 2501.03262, global advantage normalisation):
+the statistics are over the whole step's batch, not a group (``batch_normalised_advantages``).
+
+* ``reinforce_pp``          Â_i = (r_i − μ_B) / (σ_B + ε)
+* ``reinforce_pp_baseline`` Â_i = (c_i − μ_B) / (σ_B + ε), c_i = r_i − mean_j r_j (group mean first)
+
+μ_B, σ_B are token-weighted over every trained token of the batch (a sample with |o_i| trained
+tokens counts |o_i| times; masked and unverifiable samples not at all), as OpenRLHF and verl
+whiten advantages over the response mask; σ_B with Bessel's correction over tokens, as verl's
+``masked_whiten``. REINFORCE++'s per-token KL penalty in the reward is not implemented (β adds
+k3 KL to the loss instead).
 
 Overlong responses (``finish_reason == "length"``):
 
@@ -25,7 +38,9 @@ from typing import Sequence
 
 import torch
 
-ADVANTAGE_MODES = ("grpo", "drgrpo", "rloo")
+GROUP_MODES = ("grpo", "drgrpo", "rloo")
+BATCH_MODES = ("reinforce_pp", "reinforce_pp_baseline")
+ADVANTAGE_MODES = GROUP_MODES + BATCH_MODES
 OVERLONG_MODES = ("none", "zero", "mask", "soft")
 
 
@@ -38,8 +53,8 @@ def group_advantages(
     grader failed) take no part: the group's mean and std are over its valid samples (G below
     becomes their count), and an invalid sample's advantage is 0. All valid: the formulas above.
     """
-    if mode not in ADVANTAGE_MODES:
-        raise ValueError(f"unknown advantage mode {mode!r}; choose from {ADVANTAGE_MODES}")
+    if mode not in GROUP_MODES:
+        raise ValueError(f"unknown group advantage mode {mode!r}; choose from {GROUP_MODES}")
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
     r = rewards.double().view(-1, group_size)
@@ -53,6 +68,38 @@ def group_advantages(
     else:
         out = centred
     return torch.where(n > 1, out, torch.zeros_like(out)).view(-1).float()
+
+
+def batch_normalised_advantages(values: torch.Tensor, token_counts: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """REINFORCE++'s global normalisation: (v_i − μ_B) / (σ_B + ε) with μ_B, σ_B over every trained
+    token of the batch, sample i weighing ``token_counts[i]`` (its trained tokens, 0 for a masked
+    or unverifiable sample, whose advantage is then 0). σ_B: Bessel-corrected over tokens."""
+    v, n = values.double(), token_counts.double()
+    total = n.sum()
+    if total <= 0:
+        return torch.zeros_like(values, dtype=torch.float32)
+    mean = (n * v).sum() / total
+    std = ((n * (v - mean) ** 2).sum() / (total - 1).clamp(min=1)).sqrt()
+    return torch.where(n > 0, (v - mean) / (std + eps), torch.zeros_like(v)).float()
+
+
+def compute_advantages(
+    rewards: torch.Tensor,
+    group_size: int,
+    mode: str,
+    eps: float,
+    valid: torch.Tensor | None,
+    token_counts: torch.Tensor,
+) -> torch.Tensor:
+    """One advantage per sample for any of ``ADVANTAGE_MODES``; ``token_counts`` (trained tokens per
+    sample) matters only to the batch modes."""
+    if mode == "reinforce_pp":
+        return batch_normalised_advantages(rewards, token_counts, eps)
+    if mode == "reinforce_pp_baseline":
+        return batch_normalised_advantages(
+            group_advantages(rewards, group_size, "drgrpo", eps, valid), token_counts, eps
+        )
+    return group_advantages(rewards, group_size, mode, eps, valid)
 
 
 def soft_overlong_penalty(length: int, max_tokens: int, cache: int) -> float:

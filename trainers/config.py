@@ -120,13 +120,20 @@ class TrainConfig:
         """Every check that needs no model: run before anything is loaded."""
         from sandbox.math.policy import PRESETS as MATH_PRESETS
         from trainers.advantages import ADVANTAGE_MODES, OVERLONG_MODES
-        from trainers.losses import AGGREGATIONS
+        from trainers.losses import AGGREGATIONS, POLICY_LOSSES
         from trainers.selection import SELECTIONS
 
         checks = [
             (self.algorithm in ALGORITHMS, f"algorithm must be one of {ALGORITHMS}"),
             (self.advantage in ADVANTAGE_MODES, f"advantage must be one of {ADVANTAGE_MODES}"),
             (self.loss_agg in AGGREGATIONS, f"loss_agg must be one of {AGGREGATIONS}"),
+            (self.policy_loss in POLICY_LOSSES, f"policy_loss must be one of {POLICY_LOSSES}"),
+            (self.tis_cap is None or self.tis_cap > 0, "tis_cap must be positive (e.g. 2.0) or null (off)"),
+            (
+                self.tis_cap is None or self.backend == "vllm",
+                "tis_cap corrects a separate sampler's numerics and needs backend: vllm (with hf the sampler is the "
+                "learner); add --set backend=vllm or drop tis_cap",
+            ),
             (self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}"),
             (self.overlong in OVERLONG_MODES, f"overlong must be one of {OVERLONG_MODES}"),
             (
@@ -140,7 +147,12 @@ class TrainConfig:
             ),
             (self.max_steps >= 0, "max_steps must be >= 0"),
             (self.backend in ("hf", "vllm"), "backend must be hf or vllm"),
-            (self.lr > 0 and 0 <= self.eps_low < 1 and self.eps_high >= 0, "lr must be positive and 0 <= eps_low < 1"),
+            (
+                self.lr > 0
+                and (0 <= self.eps_low < 1 or (self.policy_loss == "cispo" and self.eps_low == 1))
+                and self.eps_high >= 0,
+                "lr must be positive, 0 <= eps_low < 1 (cispo: <= 1, 1 = no lower bound) and eps_high >= 0",
+            ),
             (
                 self.selection != "dynamic" or self.gen_prompts is None or self.gen_prompts >= 1,
                 "gen_prompts must be positive",

@@ -30,6 +30,7 @@ DEFINING = {
     "eps_high": 0.28,
     "reward_correct": 1.0,
     "reward_wrong": -1.0,
+    "policy_loss": "ppo_clip",
 }
 
 

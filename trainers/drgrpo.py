@@ -34,6 +34,7 @@ DEFINING = {
     "beta": 0.0,
     "eps_low": 0.2,
     "eps_high": 0.2,
+    "policy_loss": "ppo_clip",
 }
 
 

@@ -24,6 +24,7 @@ DEFINING = {
     "beta": 0.04,
     "eps_low": 0.2,
     "eps_high": 0.2,
+    "policy_loss": "ppo_clip",
 }
 
 

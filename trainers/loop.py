@@ -23,7 +23,7 @@ from harness.errors import UserError
 from harness.grading import EvalGrader
 from harness.templates import load_template
 from sandbox.verdict import UNVERIFIABLE_REASONS
-from trainers.advantages import group_advantages, shape_rewards, zero_variance_fraction
+from trainers.advantages import compute_advantages, shape_rewards, zero_variance_fraction
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
 from trainers.config import (
     TrainConfig,
@@ -199,7 +199,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     template = load_template(cfg.template)
     instructions = dict(source_instruction(name) for s in curriculum.stages for name in s.sources)
     sampler = _make_sampler(cfg, model, tokenizer, template, instructions)
-    worker = RolloutWorker(sampler, grader, cfg.group_size)
+    worker = RolloutWorker(sampler, grader, cfg.group_size, logprobs=cfg.backend == "vllm")
     log = TrainLog(out, cfg.log_to, dataclasses.asdict(cfg), resume=checkpoint is not None, keep_until=start)
     try:
         for step in range(start + 1, cfg.max_steps + 1):
@@ -312,12 +312,15 @@ def train_step(
         valid = verifiable if cfg.mask_unverifiable else None
         if valid is not None:
             keep = keep * valid
-        advantages = group_advantages(rewards, cfg.group_size, cfg.advantage, cfg.std_eps, valid)
+        completions = [c for g in groups for c in g.completion_ids]
+        trained_tokens = torch.tensor([len(c) for c in completions], dtype=torch.float32) * keep
+        advantages = compute_advantages(rewards, cfg.group_size, cfg.advantage, cfg.std_eps, valid, trained_tokens)
         metrics["unverifiable"] = int((verifiable == 0).sum())
         metrics["masked_unverifiable"] = metrics["unverifiable"] if valid is not None else 0
         prompts = [g.prompt_ids for g in groups for _ in g.completion_ids]
-        completions = [c for g in groups for c in g.completion_ids]
-        batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device)
+        with_logp = all(g.sampler_logp is not None for g in groups)
+        sampled = [lp for g in groups for lp in g.sampler_logp] if with_logp else None
+        batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device, sampled)
         batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size)
         if reference is not None:
             batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size)

@@ -1,10 +1,15 @@
-"""The clipped policy loss, the k3 KL term, and the loss-aggregation modes, named explicitly.
+"""The policy losses, the k3 KL term, truncated importance sampling and the loss-aggregation
+modes, named explicitly.
 
 Per token (maximised objective, DeepSeekMath eq. 3; DAPO eq. 8 adds the asymmetric clip):
 
     ρ_t = exp(log π_θ(o_t) − log π_old(o_t))
     ℓ_t = −min(ρ_t Â, clip(ρ_t, 1 − ε_low, 1 + ε_high) Â)          (loss to minimise)
     KL_t = exp(log π_ref − log π_θ) − (log π_ref − log π_θ) − 1       (k3, DeepSeekMath eq. 4)
+
+``policy_loss`` chooses ℓ (``POLICY_LOSSES``; formulas and sources in ``policy_loss_terms``):
+``ppo_clip`` (above), ``gspo`` / ``gspo_token`` (one ratio per sequence) and ``cispo`` (a clipped,
+stop-gradient weight on log π). ε_low / ε_high are the clip range of whichever is chosen.
 
 Aggregation of ℓ over a (mini)batch of S responses with masks m (|o_s| = Σ_t m_{s,t}):
 
@@ -13,8 +18,9 @@ Aggregation of ℓ over a (mini)batch of S responses with masks m (|o_s| = Σ_t 
 * ``seq_mean_token_sum_norm`` (1/S) Σ_s (1/C) Σ_t ℓ_{s,t} m_{s,t}        Dr. GRPO (App. A eq. 7 with
   oat's constant normaliser C = the generation budget, e.g. 3000)
 
-Each mode is a fixed weight per token (``token_weights``), so a minibatch split into
-micro-batches for gradient accumulation gives exactly the same gradient as one pass.
+Each mode is a fixed weight per token (``token_weights``) computed once over the whole
+minibatch, and every policy loss is a function of a sequence's own tokens, so a minibatch split
+into micro-batches for gradient accumulation gives exactly the same gradient as one pass.
 """
 
 from __future__ import annotations
@@ -59,6 +65,151 @@ def ppo_clip_terms(
         "ratio": ratio,
         "clip_low": ((ratio < 1.0 - eps_low) & (adv < 0)).float(),
         "clip_high": ((ratio > 1.0 + eps_high) & (adv > 0)).float(),
+    }
+
+
+POLICY_LOSSES = ("ppo_clip", "gspo", "gspo_token", "cispo")
+
+
+def _per_token(advantages: torch.Tensor) -> torch.Tensor:
+    return advantages[:, None] if advantages.dim() == 1 else advantages
+
+
+def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """log s_i = (1/|o_i|) Σ_t m_t (log π_θ(o_t) − log π_old(o_t)), one per sequence (S,): GSPO's
+    length-normalised sequence ratio in log space (an empty sequence has s = 1)."""
+    mask = mask.float()
+    return ((logp - old_logp) * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+def gspo_terms(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+) -> dict[str, torch.Tensor]:
+    """GSPO (Zheng et al. 2025, arXiv 2507.18071, Sec. 4.1: J_GSPO eq. 5, s_i eq. 7):
+
+        s_i = exp((1/|o_i|) Σ_t log π_θ(o_t)/π_old(o_t)),  ℓ_i = −min(s_i Â_i, clip(s_i, 1−ε_low, 1+ε_high) Â_i)
+
+    clipped per sequence. ℓ_i is written on every token of sequence i, so the token weights of
+    any aggregation apply; with ``seq_mean_token_mean`` the loss is the paper's (1/G) Σ_i ℓ_i.
+    ``advantages`` must be one per sequence (S,). A clipped sequence marks all its tokens."""
+    if advantages.dim() != 1:
+        raise ValueError("gspo takes one advantage per sequence; gspo_token takes per-token advantages")
+    ratio = torch.exp(sequence_log_ratio(logp, old_logp, mask))
+    loss = -torch.minimum(ratio * advantages, torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantages)
+    return {
+        "loss": loss[:, None].expand_as(logp),
+        "clip_low": ((ratio < 1.0 - eps_low) & (advantages < 0)).float()[:, None].expand_as(logp),
+        "clip_high": ((ratio > 1.0 + eps_high) & (advantages > 0)).float()[:, None].expand_as(logp),
+    }
+
+
+def gspo_token_terms(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+) -> dict[str, torch.Tensor]:
+    """GSPO-token (same paper, Sec. 4.3, s_{i,t} eq. 14): s_{i,t} = sg[s_i] · π_θ(o_t)/sg[π_θ(o_t)],
+    ℓ_t = −min(s_{i,t} Â_{i,t}, clip(s_{i,t}, 1−ε_low, 1+ε_high) Â_{i,t}). s_{i,t} has the value of
+    s_i and the gradient of token t's own log-probability, so per-token advantages are possible;
+    with one advantage per sequence it equals ``gspo`` in value and gradient under every
+    aggregation (each weighs a sequence's tokens alike)."""
+    ratio = torch.exp(sequence_log_ratio(logp, old_logp, mask).detach()[:, None] + logp - logp.detach())
+    adv = _per_token(advantages)
+    loss = -torch.minimum(ratio * adv, torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv)
+    return {
+        "loss": loss,
+        "clip_low": ((ratio < 1.0 - eps_low) & (adv < 0)).float(),
+        "clip_high": ((ratio > 1.0 + eps_high) & (adv > 0)).float(),
+    }
+
+
+def cispo_terms(
+    logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, eps_low: float, eps_high: float
+) -> dict[str, torch.Tensor]:
+    """CISPO (MiniMax-M1, arXiv 2506.13585, Sec. 3.1: J_CISPO eq. 4, the clipped weight eq. 5):
+
+        ℓ_t = −sg(clip(ρ_t, 1−ε_low, 1+ε_high)) · Â · log π_θ(o_t)
+
+    The weight is clipped, not the update: every token keeps the gradient −clip(ρ_t)·Â on its
+    log-probability, also where ρ_t is out of range (PPO's clip zeroes it there). The paper sets
+    no lower bound (``eps_low: 1``). ``clip_low`` / ``clip_high`` mark tokens whose weight was
+    clipped, whatever the advantage's sign (the weight is capped either way)."""
+    ratio = torch.exp(logp - old_logp)
+    weight = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high).detach()
+    return {
+        "loss": -weight * _per_token(advantages) * logp,
+        "clip_low": (ratio < 1.0 - eps_low).float(),
+        "clip_high": (ratio > 1.0 + eps_high).float(),
+    }
+
+
+def policy_loss_terms(
+    name: str,
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+) -> dict[str, torch.Tensor]:
+    """Per-token loss ``loss`` and clip indicators ``clip_low`` / ``clip_high`` (S, T), zero
+    outside ``mask``, of the policy loss ``name`` (one of ``POLICY_LOSSES``). Each depends only
+    on a sequence's own tokens: micro-batches of whole sequences cannot change it."""
+    if name == "ppo_clip":
+        terms = ppo_clip_terms(logp, old_logp, advantages, eps_low, eps_high)
+    elif name == "gspo":
+        terms = gspo_terms(logp, old_logp, advantages, mask, eps_low, eps_high)
+    elif name == "gspo_token":
+        terms = gspo_token_terms(logp, old_logp, advantages, mask, eps_low, eps_high)
+    elif name == "cispo":
+        terms = cispo_terms(logp, old_logp, advantages, eps_low, eps_high)
+    else:
+        raise ValueError(f"unknown policy loss {name!r}; choose from {POLICY_LOSSES}")
+    mask = mask.float()
+    return {key: terms[key] * mask for key in ("loss", "clip_low", "clip_high")}
+
+
+def tis_weights(old_logp: torch.Tensor, sampler_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance sampling (Yao et al. 2025, "Your efficient RL framework secretly brings
+    you off-policy RL training"): w_t = min(π_learner_old(o_t) / π_sampler(o_t), C), a constant
+    (no gradient) multiplying token t's policy loss. It corrects for a sampler whose numerics
+    differ from the learner's (bf16 kernels, a quantised engine); the cap bounds the variance."""
+    return torch.clamp(torch.exp(old_logp - sampler_logp), max=cap).detach()
+
+
+#: The sampler-learner gap, logged per step with ``backend: vllm`` (null with ``hf``)
+MISMATCH_METRICS = ("mismatch_logp_abs_mean", "mismatch_ratio_max", "mismatch_kl", "tis_capped_fraction")
+
+
+@torch.no_grad()
+def sampler_mismatch(
+    old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, tis_cap: float | None = None
+) -> dict[str, float | None]:
+    """The gap between the sampler's log-probs of the sampled tokens and the learner's (before
+    the update), over the trained tokens (``mask`` > 0). With d = log π_learner − log π_sampler:
+    ``mismatch_logp_abs_mean`` mean |d|, ``mismatch_ratio_max`` max e^d, ``tis_capped_fraction``
+    the share with e^d > ``tis_cap`` (null without a cap), and ``mismatch_kl`` mean(e^d − d − 1):
+    the tokens were drawn from the sampler p and e^d = q/p with q the learner, and
+    E_p[q/p − 1 − log(q/p)] = E_p[log p/q], so this is Schulman's k3 estimate of
+    KL(π_sampler ‖ π_learner) (``k3_kl`` with the sampler as the sampling policy)."""
+    trained = mask > 0
+    if not bool(trained.any()):
+        return dict.fromkeys(MISMATCH_METRICS)
+    sampled, learner = sampler_logp[trained].double(), old_logp[trained].double()
+    d = learner - sampled
+    return {
+        "mismatch_logp_abs_mean": float(d.abs().mean()),
+        "mismatch_ratio_max": float(d.exp().max()),
+        "mismatch_kl": float(k3_kl(sampled, learner).mean()),
+        "tis_capped_fraction": None if tis_cap is None else float((d.exp() > tis_cap).double().mean()),
     }
 
 

@@ -49,6 +49,8 @@ class Group:
     truncated: list[bool]
     correct: list[bool]
     reasons: list[str] = field(default_factory=list)
+    #: the sampler's log-prob of every sampled token, per completion (``backend: vllm``; None with hf)
+    sampler_logp: list[list[float]] | None = None
 
     @property
     def accuracy(self) -> float:
@@ -126,10 +128,12 @@ class HFRollout:
 
 
 class RolloutWorker:
-    """Generate and grade groups; counts generations and times each phase."""
+    """Generate and grade groups; counts generations and times each phase. With ``logprobs``
+    the sampler also returns its log-prob of every sampled token (the vLLM sampler does), which
+    the groups carry for the sampler-learner mismatch metrics and truncated importance sampling."""
 
-    def __init__(self, sampler: Any, grader: EvalGrader, group_size: int):
-        self.sampler, self.grader, self.group_size = sampler, grader, group_size
+    def __init__(self, sampler: Any, grader: EvalGrader, group_size: int, logprobs: bool = False):
+        self.sampler, self.grader, self.group_size, self.logprobs = sampler, grader, group_size, logprobs
         self.generations = 0
         self.seconds = {"generate": 0.0, "score": 0.0}
 
@@ -137,14 +141,18 @@ class RolloutWorker:
         if not problems:
             return []
         t0 = time.perf_counter()
-        sampled = self.sampler.sample(problems, self.group_size, step)
+        if self.logprobs:
+            sampled = self.sampler.sample(problems, self.group_size, step, logprobs=True)
+        else:
+            sampled = self.sampler.sample(problems, self.group_size, step)
         self.seconds["generate"] += time.perf_counter() - t0
         t0 = time.perf_counter()
-        pairs = [(p, text) for p, (_, _, texts, _) in zip(problems, sampled) for text in texts]
+        pairs = [(p, text) for p, row in zip(problems, sampled) for text in row[2]]
         verdicts = self.grader.grade(pairs)
         self.seconds["score"] += time.perf_counter() - t0
         groups = []
-        for index, (problem, (prompt_ids, completions, texts, truncated)) in enumerate(zip(problems, sampled)):
+        for index, (problem, row) in enumerate(zip(problems, sampled)):
+            prompt_ids, completions, texts, truncated = row[:4]
             mine = verdicts[index * self.group_size : (index + 1) * self.group_size]
             groups.append(
                 Group(
@@ -155,6 +163,7 @@ class RolloutWorker:
                     truncated,
                     [bool(v.correct) for v in mine],
                     [v.reason for v in mine],
+                    row[4] if self.logprobs else None,
                 )
             )
         self.generations += len(pairs)

@@ -7,7 +7,9 @@ filtering), ``generations`` / ``generations_total`` (samples generated), ``lengt
 ``length_incorrect`` (mean tokens), ``truncation_rate``, ``clip_low_fraction`` /
 ``clip_high_fraction``, ``kl`` (k3 to the reference when β > 0, else from the rollout policy),
 ``entropy``, ``grad_norm``, ``tokens_per_s``, ``time_generate`` / ``time_score`` / ``time_learn`` /
-``time_sync``, ``reflection_<category>`` (Dr. GRPO's keyword detector and our reconstruction of
+``time_sync``, the sampler-learner gap with ``backend: vllm`` (``mismatch_logp_abs_mean``,
+``mismatch_ratio_max``, ``mismatch_kl``, ``tis_capped_fraction``: ``trainers.losses.sampler_mismatch``;
+null with ``hf``), ``reflection_<category>`` (Dr. GRPO's keyword detector and our reconstruction of
 SRPO's recheck / hesitation / exploration patterns), ``stage``, ``lr``.
 """
 

@@ -1,6 +1,12 @@
-"""One policy update from a batch of graded groups: pack, old log-probs, μ passes of clipped
-policy-gradient steps over minibatches (gradient accumulation over micro-batches is exact,
-because every aggregation mode is a fixed per-token weight)."""
+"""One policy update from a batch of graded groups: pack, old log-probs, μ passes of
+policy-gradient steps (the chosen ``policy_loss``) over minibatches.
+
+Gradient accumulation over micro-batches is exact: the token weights of the aggregation are
+computed once over the whole minibatch and sliced per micro-batch, and every policy loss depends
+only on a sequence's own tokens. Normalising each micro-batch on its own instead (its own 1/S,
+its own token count) would scale micro-batches differently from one pass over the minibatch —
+``tests/test_trainer_objectives.py`` shows that this fails the accumulation test for every
+aggregation."""
 
 from __future__ import annotations
 
@@ -9,7 +15,15 @@ from typing import Any
 
 import torch
 
-from trainers.losses import completion_logprobs, k3_kl, ppo_clip_terms, token_weights
+from trainers.losses import (
+    MISMATCH_METRICS,
+    completion_logprobs,
+    k3_kl,
+    policy_loss_terms,
+    sampler_mismatch,
+    tis_weights,
+    token_weights,
+)
 
 
 @dataclass
@@ -20,6 +34,8 @@ class Batch:
     advantages: torch.Tensor  # one per sequence
     old_logp: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
+    #: the sampler's log-prob of each sampled token, aligned like ``old_logp`` (None: the sampler is the learner)
+    sampler_logp: torch.Tensor | None = None
 
 
 def pack(
@@ -29,17 +45,30 @@ def pack(
     keep: torch.Tensor,
     pad_id: int,
     device: Any,
+    sampler_logps: list[list[float]] | None = None,
 ) -> Batch:
-    """Right-padded prompt + completion rows; the mask covers completion tokens only."""
+    """Right-padded prompt + completion rows; the mask covers completion tokens only. The
+    sampler's per-token log-probs, when given, sit in the completion columns (0 elsewhere)."""
     width = max(len(p) + len(c) for p, c in zip(prompts, completions))
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(prompts), width), dtype=torch.long)
     completion = torch.zeros((len(prompts), width), dtype=torch.float32)
+    sampled = None if sampler_logps is None else torch.zeros((len(prompts), width), dtype=torch.float32)
     for row, (p, c) in enumerate(zip(prompts, completions)):
         ids[row, : len(p) + len(c)] = torch.tensor(p + c)
         attention[row, : len(p) + len(c)] = 1
         completion[row, len(p) : len(p) + len(c)] = float(keep[row])
-    return Batch(ids.to(device), attention.to(device), completion.to(device), advantages.to(device))
+        if sampled is not None:
+            if len(sampler_logps[row]) != len(c):
+                raise ValueError(f"row {row}: {len(sampler_logps[row])} sampler log-probs for {len(c)} tokens")
+            sampled[row, len(p) : len(p) + len(c)] = torch.tensor(sampler_logps[row], dtype=torch.float32)
+    return Batch(
+        ids.to(device),
+        attention.to(device),
+        completion.to(device),
+        advantages.to(device),
+        sampler_logp=None if sampled is None else sampled.to(device),
+    )
 
 
 @torch.no_grad()
@@ -62,21 +91,35 @@ def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int) -> torch.Te
 
 
 #: What an update reports; a step in which nothing trained (every group filtered) logs them as null.
-UPDATE_METRICS = ("loss", "clip_low_fraction", "clip_high_fraction", "kl", "entropy", "grad_norm", "optimizer_steps")
+UPDATE_METRICS = (
+    "loss",
+    "clip_low_fraction",
+    "clip_high_fraction",
+    "kl",
+    "entropy",
+    "grad_norm",
+    "optimizer_steps",
+    *MISMATCH_METRICS,
+)
 
 
-def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: Any) -> dict[str, float]:
-    """μ passes over the batch in minibatches (in order, no shuffling, as oat does)."""
+def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: Any) -> dict[str, Any]:
+    """μ passes over the batch in minibatches (in order, no shuffling, as oat does). With
+    ``cfg.tis_cap`` and sampler log-probs, each token's policy loss is multiplied by its truncated
+    importance weight (computed once, before the update; no gradient)."""
     rows = batch.input_ids.shape[0]
     size = cfg.minibatch_size or rows
     params = [p for p in model.parameters() if p.requires_grad]
+    tis_cap = cfg.tis_cap
+    sampled = batch.sampler_logp
+    tis = tis_weights(batch.old_logp, sampled, tis_cap) if tis_cap and sampled is not None else None
     totals = {"tokens": 0.0, "clip_low": 0.0, "clip_high": 0.0, "kl": 0.0, "entropy": 0.0, "loss": 0.0}
     grad_norms = []
     model.train()
     for _ in range(cfg.mu):
         for start in range(0, rows, size):
             mb = slice(start, min(rows, start + size))
-            weights = token_weights(batch.completion_mask[mb], cfg.loss_agg, cfg.normaliser)
+            weights = token_weights(batch.completion_mask[mb], cfg.loss_agg, cfg.normaliser)  # once per minibatch
             optimizer.zero_grad(set_to_none=True)
             for m0 in range(mb.start, mb.stop, cfg.micro_batch_size):
                 m = slice(m0, min(mb.stop, m0 + cfg.micro_batch_size))
@@ -84,16 +127,20 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
                 logp, entropy = completion_logprobs(
                     model, batch.input_ids[m], batch.attention_mask[m], mask, with_entropy=True
                 )
-                terms = ppo_clip_terms(logp, batch.old_logp[m], batch.advantages[m], cfg.eps_low, cfg.eps_high)
+                terms = policy_loss_terms(
+                    cfg.policy_loss, logp, batch.old_logp[m], batch.advantages[m], mask, cfg.eps_low, cfg.eps_high
+                )
+                per_token = terms["loss"] if tis is None else terms["loss"] * tis[m]
                 reference = batch.ref_logp[m] if batch.ref_logp is not None else batch.old_logp[m]
                 kl = k3_kl(logp, reference)
-                per_token = terms["loss"] + cfg.beta * kl if cfg.beta else terms["loss"]
+                if cfg.beta:
+                    per_token = per_token + cfg.beta * kl
                 loss = (per_token * weights[m0 - mb.start : m.stop - mb.start]).sum()
                 loss.backward()
                 with torch.no_grad():
                     totals["tokens"] += float(mask.sum())
-                    totals["clip_low"] += float((terms["clip_low"] * mask).sum())
-                    totals["clip_high"] += float((terms["clip_high"] * mask).sum())
+                    totals["clip_low"] += float(terms["clip_low"].sum())
+                    totals["clip_high"] += float(terms["clip_high"].sum())
                     totals["kl"] += float((kl * mask).sum())
                     totals["entropy"] += float((entropy * mask).sum())
                     totals["loss"] += float(loss)
@@ -102,6 +149,11 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
             )
             optimizer.step()
     tokens = max(totals["tokens"], 1.0)
+    mismatch = (
+        dict.fromkeys(MISMATCH_METRICS)
+        if sampled is None
+        else sampler_mismatch(batch.old_logp, sampled, batch.completion_mask, tis_cap)
+    )
     return {  # keys: UPDATE_METRICS
         "loss": totals["loss"] / max(1, len(grad_norms)),
         "clip_low_fraction": totals["clip_low"] / tokens,
@@ -110,4 +162,5 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
         "entropy": totals["entropy"] / tokens,
         "grad_norm": sum(grad_norms) / max(1, len(grad_norms)),
         "optimizer_steps": len(grad_norms),
+        **mismatch,
     }

@@ -9,7 +9,11 @@ the checkpoint, or ``cfg.max_model_len``); each request may take ``max_tokens`` 
 to what the context leaves, the rule the hf sampler and the eval backends follow, and a run
 whose budget alone exceeds the context is refused before anything starts. Each sample has its
 own seed, as in the hf path. ``sample(..., logprobs=True)`` also returns vLLM's log-prob of every
-sampled token, which is how a test proves generation runs on the synced weights.
+sampled token (``SamplingParams(logprobs=0)``: the chosen token's only; vLLM's default
+``logprobs_mode`` is ``raw_logprobs``, the model's log-softmax before temperature and top-p, the
+quantity the learner's ``completion_logprobs`` computes). A test proves with them that generation
+runs on the synced weights, and the trainer asks for them every step (``RolloutWorker(...,
+logprobs=True)``) to log the sampler-learner gap and weight tokens for ``tis_cap``.
 """
 
 from __future__ import annotations
