@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from trainers.losses import completion_logprobs, k3_kl, ppo_clip_terms, token_weights
+from trainers.precision import FULL, Precision
 
 
 @dataclass
@@ -65,8 +66,11 @@ def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int) -> torch.Te
 UPDATE_METRICS = ("loss", "clip_low_fraction", "clip_high_fraction", "kl", "entropy", "grad_norm", "optimizer_steps")
 
 
-def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: Any) -> dict[str, float]:
-    """μ passes over the batch in minibatches (in order, no shuffling, as oat does)."""
+def policy_update(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: Any, precision: Precision = FULL
+) -> dict[str, float]:
+    """μ passes over the batch in minibatches (in order, no shuffling, as oat does); ``precision``
+    scales the loss under float16 compute (autocast itself is in the model's forward)."""
     rows = batch.input_ids.shape[0]
     size = cfg.minibatch_size or rows
     params = [p for p in model.parameters() if p.requires_grad]
@@ -89,7 +93,7 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
                 kl = k3_kl(logp, reference)
                 per_token = terms["loss"] + cfg.beta * kl if cfg.beta else terms["loss"]
                 loss = (per_token * weights[m0 - mb.start : m.stop - mb.start]).sum()
-                loss.backward()
+                precision.backward(loss)
                 with torch.no_grad():
                     totals["tokens"] += float(mask.sum())
                     totals["clip_low"] += float((terms["clip_low"] * mask).sum())
@@ -97,10 +101,11 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
                     totals["kl"] += float((kl * mask).sum())
                     totals["entropy"] += float((entropy * mask).sum())
                     totals["loss"] += float(loss)
+            precision.unscale(optimizer)
             grad_norms.append(
                 float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf")))
             )
-            optimizer.step()
+            precision.step(optimizer)
     tokens = max(totals["tokens"], 1.0)
     return {  # keys: UPDATE_METRICS
         "loss": totals["loss"] / max(1, len(grad_norms)),
