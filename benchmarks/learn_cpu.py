@@ -15,6 +15,13 @@ does not grow). Tables, curves and the numbers go to leaderboards/learn_cpu/; ev
 and training logs to results/learn_cpu/ (checkpoints are not committed).
 
     python benchmarks/learn_cpu.py [--algorithms drgrpo,grpo,srpo,dapo-ds] [--steps 25] [--eval-n 4]
+    python benchmarks/learn_cpu.py --updates-per-rollout 4 --board leaderboards/learn_cpu/clip4 \
+        --results results/learn_cpu/clip4      # several optimizer steps per rollout: clipping acts
+
+With ``--updates-per-rollout K`` each rollout of R rows is split into minibatches of R/K rows, so
+the policy moves between minibatches and the later ones see ratios away from 1 (the clipped
+objective acts; its fractions are in the table). K = 1 (the default) is one step per rollout,
+where every ratio is exactly 1 and clipping never acts.
 """
 
 from __future__ import annotations
@@ -35,9 +42,20 @@ ARITH_TOKENS = 24
 MIXED_TOKENS = 48
 
 
-def runs_spec(steps: int) -> dict[str, tuple[str, dict]]:
+def runs_spec(steps: int, updates_per_rollout: int = 1) -> dict[str, tuple[str, dict]]:
     """name -> (algorithm, overrides of its cpu-demo preset)."""
     half_budget = steps * 8 * 4 // 2
+    specs = _runs(steps, half_budget)
+    if updates_per_rollout > 1:
+        rows = 8 * 4
+        if rows % updates_per_rollout:
+            raise SystemExit(f"--updates-per-rollout must divide the {rows} rows of a rollout")
+        for _, overrides in specs.values():
+            overrides["minibatch_size"] = rows // updates_per_rollout
+    return specs
+
+
+def _runs(steps: int, half_budget: int) -> dict[str, tuple[str, dict]]:
     mixed = [
         {"name": "math", "sources": ["arith_train"], "until_generations": half_budget},
         {"name": "math+code", "sources": ["arith_train", "pyfunc_train"]},
@@ -136,6 +154,12 @@ def main() -> int:
     parser.add_argument("--results", default=str(ROOT / "results" / "learn_cpu"))
     parser.add_argument("--board", default=str(ROOT / "leaderboards" / "learn_cpu"))
     parser.add_argument("--keep-checkpoints", action="store_true")
+    parser.add_argument(
+        "--updates-per-rollout",
+        type=int,
+        default=1,
+        help="optimizer steps per rollout (minibatch = rows / K); K > 1 makes the clipped objective act",
+    )
     args = parser.parse_args()
 
     from trainers.config import build_config
@@ -144,8 +168,13 @@ def main() -> int:
 
     results, board = Path(args.results), Path(args.board)
     board.mkdir(parents=True, exist_ok=True)
-    specs = runs_spec(args.steps)
-    report: dict = {"steps": args.steps, "eval_n": args.eval_n, "runs": {}}
+    specs = runs_spec(args.steps, args.updates_per_rollout)
+    report: dict = {
+        "steps": args.steps,
+        "eval_n": args.eval_n,
+        "updates_per_rollout": args.updates_per_rollout,
+        "runs": {},
+    }
     base: dict[tuple[str, int], tuple[Path, dict]] = {}
     for name in args.algorithms.split(","):
         algorithm, overrides = specs[name]
@@ -172,6 +201,9 @@ def main() -> int:
             "minutes": round(minutes, 1),
             "steps": len(log),
             "generations": log[-1]["generations_total"],
+            "optimizer_steps_per_rollout": _mean([line["optimizer_steps"] for line in log if line["optimizer_steps"]]),
+            "clip_low_mean": _mean([line["clip_low_fraction"] for line in log], 4),
+            "clip_high_mean": _mean([line["clip_high_fraction"] for line in log], 4),
             "zero_variance_mean": round(sum(line["zero_variance_fraction"] or 0 for line in log) / len(log), 3),
             "wrong_length_first5": _mean([line["length_incorrect"] for line in log[:5]]),
             "wrong_length_last5": _mean([line["length_incorrect"] for line in log[-5:]]),
@@ -201,34 +233,41 @@ def main() -> int:
     return 0
 
 
-def _mean(values) -> float | None:
+def _mean(values, digits: int = 2) -> float | None:
     values = [v for v in values if v is not None]
-    return round(sum(values) / len(values), 2) if values else None
+    return round(sum(values) / len(values), digits) if values else None
 
 
 def render(report: dict) -> str:
     lines = [
         "# Learning on a CPU: reference trainers on SmolLM2-135M-Instruct",
         "",
-        "`python benchmarks/learn_cpu.py` (2 CPU cores). Policy steps of 8 prompts x 4 samples; held-out accuracy by "
+        f"`python benchmarks/learn_cpu.py --updates-per-rollout {report.get('updates_per_rollout', 1)}` (2 CPU cores). "
+        "Policy steps of 8 prompts x 4 samples; held-out accuracy by "
         "`rlvr eval` "
         f"(chat template, n={report['eval_n']} at temperature 0.7, 95% bootstrap CIs); gain = paired difference over "
         "the same problems. "
         "Curves: [curves.svg](curves.svg); numbers: [results.json](results.json).",
         "",
-        "| run | benchmark | before % | after % | gain, points [95% CI] | generations | zero-var groups | "
-        "wrong-answer length, first 5 -> last 5 steps | minutes |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | benchmark | before % | after % | gain, points [95% CI] | generations | optimizer steps / rollout | "
+        "clipped tokens low / high % | zero-var groups | wrong-answer length, first 5 -> last 5 steps | minutes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in report["runs"].items():
         for bench, b in r["benchmarks"].items():
             lines.append(
                 f"| {name} | {bench} | {pct(b['before'])} | {pct(b['after'])} | {pct(b['gain'], signed=True)} | "
-                f"{r['generations']} | "
+                f"{r['generations']} | {r.get('optimizer_steps_per_rollout', '?')} | {_clip(r)} | "
                 f"{r['zero_variance_mean']:.2f} | {r['wrong_length_first5']} -> {r['wrong_length_last5']} | "
                 f"{r['minutes']} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _clip(run: dict) -> str:
+    if run.get("clip_low_mean") is None:
+        return "not logged"
+    return f"{100 * run['clip_low_mean']:.2f} / {100 * run['clip_high_mean']:.2f}"
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ examples:
     --set "stages=[{name: a, sources: [arith_train], until_step: 10}, {name: b, sources: [arith_train, pyfunc_train]}]"
   rlvr train grpo --config paper --model Qwen/Qwen2.5-Math-1.5B --set backend=vllm
   rlvr train drgrpo --config paper-r1 --out results/drgrpo-r1
+  rlvr train dapo --config paper --plan          # the derived schedule; loads nothing (--json: as JSON)
   rlvr train randopt --config cpu-demo --population 64 --out results/randopt-demo
   rlvr train corp --config cpu-demo --out results/corp-demo     # spec.json + merged/ checkpoint
   rlvr eval --model results/drgrpo-demo/checkpoint-000020 --benchmarks arith
@@ -70,12 +71,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no per-step progress lines")
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="print what the run would do (schedule, loss, lr, rewards, precision, a device estimate) and exit; "
+        "loads no model and no data",
+    )
+    p.add_argument("--json", action="store_true", help="with --plan: print the plan as JSON")
     p.set_defaults(func=run)
 
 
-def resolve(args: argparse.Namespace):
+def resolve(args: argparse.Namespace, check_data: bool = True):
     """The run's typed config from the preset / YAML file, ``--set`` and flags, every check done
-    (before any model is loaded)."""
+    (before any model is loaded; ``check_data=False`` lets local data files be absent)."""
     from harness.errors import UserError
     from trainers.config import build_config, parse_overrides
     from trainers.es_config import build_es_config
@@ -89,12 +97,26 @@ def resolve(args: argparse.Namespace):
         return build_es_config(args.algorithm, args.config, overrides)
     if "population" in overrides:
         raise UserError("--population is for randopt and corp")
-    return build_config(args.algorithm, args.config, overrides)
+    return build_config(args.algorithm, args.config, overrides, check_data)
 
 
 def run(args: argparse.Namespace) -> int:
     import importlib
 
+    from harness.errors import UserError
+
+    if getattr(args, "json", False) and not getattr(args, "plan", False):
+        raise UserError("--json goes with --plan")
+    if getattr(args, "plan", False):
+        if args.algorithm in GRADIENT_FREE:
+            raise UserError(f"--plan is for the policy-gradient trainers ({', '.join(POLICY_GRADIENT)})")
+        import json
+
+        from trainers.plan import format_plan, training_plan
+
+        plan = training_plan(resolve(args, check_data=False), args.config)
+        print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
+        return 0
     cfg = resolve(args)
     out = importlib.import_module(f"trainers.{args.algorithm}").train(cfg, resume=args.resume, progress=args.progress)
     print(f"done -> {out}")

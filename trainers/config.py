@@ -116,11 +116,13 @@ class TrainConfig:
     log_to: list[str] = field(default_factory=lambda: ["jsonl"])
     out: str | None = None
 
-    def validate(self) -> None:
-        """Every check that needs no model: run before anything is loaded."""
+    def validate(self, check_data: bool = True) -> None:
+        """Every check that needs no model: run before anything is loaded (``check_data=False``:
+        local data files may be absent, as for ``--plan``)."""
         from sandbox.math.policy import PRESETS as MATH_PRESETS
         from trainers.advantages import ADVANTAGE_MODES, OVERLONG_MODES
         from trainers.losses import AGGREGATIONS, POLICY_LOSSES
+        from trainers.precision import check_precision
         from trainers.selection import SELECTIONS
 
         checks = [
@@ -167,9 +169,10 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise UserError(f"bad training config: {message}")
-        check_stages(self.stages)
+        check_precision(self.dtype, self.compute_dtype)
+        check_stages(self.stages, check_data)
         check_plateau_reading(self.stages, self.selection)
-        check_sources(self.eval_benchmarks, "eval_benchmarks")
+        check_sources(self.eval_benchmarks, "eval_benchmarks", check_data)
 
     @property
     def normaliser(self) -> float:
@@ -177,7 +180,7 @@ class TrainConfig:
         return float(self.loss_constant or self.max_tokens)
 
 
-def check_stages(stages: list[dict[str, Any]]) -> None:
+def check_stages(stages: list[dict[str, Any]], check_data: bool = True) -> None:
     """Stage dicts are well formed and every data source exists (a benchmark or a local file)."""
     from trainers.curriculum import Stage
 
@@ -190,7 +193,7 @@ def check_stages(stages: list[dict[str, Any]]) -> None:
             stage = Stage.from_dict(data)
         except ValueError as exc:
             raise UserError(f"bad training config: {exc}") from None
-        check_sources(stage.sources, f"stage {stage.name!r}")
+        check_sources(stage.sources, f"stage {stage.name!r}", check_data)
 
 
 def check_plateau_reading(stages: list[dict[str, Any]], selection: str) -> None:
@@ -210,14 +213,15 @@ def check_plateau_reading(stages: list[dict[str, Any]], selection: str) -> None:
             )
 
 
-def check_sources(names: Sequence[str], where: str) -> None:
-    """Each name is a registered benchmark or an existing local data file (else one line saying which)."""
+def check_sources(names: Sequence[str], where: str, check_data: bool = True) -> None:
+    """Each name is a registered benchmark or an existing local data file (else one line saying
+    which; ``check_data=False`` lets a local file be absent)."""
     from harness.benchmarks.custom import is_custom_source
     from harness.benchmarks.registry import get_benchmark
 
     for name in names:
         if is_custom_source(name):
-            if not name.startswith("hf:") and not Path(name).exists():
+            if check_data and not name.startswith("hf:") and not Path(name).exists():
                 raise UserError(
                     f"bad training config: {where} names {name}, which does not exist (put the data there, or name "
                     "yours with "
@@ -320,7 +324,7 @@ def changed_original_reward(algorithm: str, cfg: TrainConfig) -> list[str]:
     return [f"math_policy: {wanted!r} -> {cfg.math_policy!r}"] if wanted and cfg.math_policy != wanted else []
 
 
-def build_config(algorithm: str, config: str | None, overrides: dict[str, Any]) -> TrainConfig:
+def build_config(algorithm: str, config: str | None, overrides: dict[str, Any], check_data: bool = True) -> TrainConfig:
     cfg = layered_settings(TrainConfig, algorithm, config, algorithm_module(algorithm).DEFINING, overrides, "training")
-    cfg.validate()
+    cfg.validate(check_data)
     return cfg

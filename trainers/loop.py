@@ -33,6 +33,7 @@ from trainers.config import (
     settings_differing_from_saved,
 )
 from trainers.curriculum import Curriculum, Stage, probe_set
+from trainers.precision import Precision, compute_dtype_name, master_dtype_name
 from trainers.rollout import HFRollout, RolloutWorker
 from trainers.selection import make_selection, stage_seed
 from trainers.telemetry import TrainLog, rollout_metrics
@@ -89,10 +90,10 @@ def _seed_everything(seed: int) -> None:
 def _load_policy(cfg: TrainConfig, path: str):
     from harness.backends.hf import load_model
 
-    model, tokenizer, device = load_model(path, cfg.dtype, cfg.device)
+    model, tokenizer, device = load_model(path, master_dtype_name(cfg), cfg.device)  # float32 master weights
     tokenizer.padding_side = "left"
     model.train()
-    return model, tokenizer, device
+    return Precision(cfg, device).wrap(model), tokenizer, device  # every forward under the compute dtype
 
 
 def _lr_schedule(cfg: TrainConfig):
@@ -177,6 +178,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
         model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.adam_eps, weight_decay=cfg.weight_decay
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_schedule(cfg))
+    precision = Precision(cfg, device)
     curriculum = Curriculum([Stage.from_dict(s) for s in cfg.stages])
     selection, probe = _stage_selection(cfg, curriculum), _stage_probe(cfg, curriculum)
     start, generations_total = 0, 0
@@ -188,6 +190,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             )
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
+        precision.load_state_dict(state.get("precision"))
         curriculum.load_state_dict(state["curriculum"])
         lookup = {p.id: p for s in curriculum.stages for p in stage_pool(s, cfg.math_policy)}
         selection = _stage_selection(cfg, curriculum)
@@ -208,7 +211,9 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
                 stage = curriculum.advance(step, reason)
                 selection, probe = _stage_selection(cfg, curriculum), _stage_probe(cfg, curriculum)
                 print(f"step {step}: stage -> {stage.name} ({reason})")
-            metrics = train_step(cfg, step, model, reference, optimizer, tokenizer, device, selection, worker, sampler)
+            metrics = train_step(
+                cfg, step, model, reference, optimizer, tokenizer, device, selection, worker, sampler, precision
+            )
             scheduler.step()
             generations_total += metrics["generations"]
             curriculum.record(
@@ -222,7 +227,17 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
                 generations_total=generations_total, stage=curriculum.stage.name, lr=scheduler.get_last_lr()[0]
             )
             save = lambda: _save(  # noqa: E731
-                cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total
+                cfg,
+                out,
+                step,
+                model,
+                tokenizer,
+                optimizer,
+                scheduler,
+                curriculum,
+                selection,
+                generations_total,
+                precision,
             )
             saved = None
             if cfg.eval_every and step % cfg.eval_every == 0:
@@ -286,6 +301,7 @@ def train_step(
     selection,
     worker: RolloutWorker,
     sampler,
+    precision: Precision | None = None,
 ) -> dict[str, Any]:
     generated_before = worker.generations
     seen: list = []
@@ -324,7 +340,7 @@ def train_step(
         batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size)
         if reference is not None:
             batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size)
-        metrics.update(policy_update(model, optimizer, batch, cfg))
+        metrics.update(policy_update(model, optimizer, batch, cfg, precision or Precision(cfg, device)))
         metrics["reward_mean"] = float(rewards.mean())
         metrics["trained_zero_variance_fraction"] = zero_variance_fraction(rewards, cfg.group_size)
     metrics["time_learn"] = round(time.perf_counter() - t0, 3)
@@ -339,7 +355,10 @@ def train_step(
     return metrics
 
 
-def _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total) -> Path:
+def _save(
+    cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total, precision
+) -> Path:
+    """The HF export is written from the float32 master weights (exact resume; ``trainers.precision``)."""
     return save_checkpoint(
         out,
         step,
@@ -351,6 +370,7 @@ def _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, se
             "curriculum": curriculum.state_dict(),
             "selection": selection.state_dict(),
             "generations_total": generations_total,
+            "precision": precision.state_dict(),
         },
     )
 
@@ -358,7 +378,6 @@ def _save(cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, se
 def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler, device) -> dict[str, Any]:
     """Evaluate the policy saved at ``path`` with ``rlvr eval`` (same grader) on the held-out benchmarks;
     with ``backend: vllm`` on the rollout engine itself (weights synced after every update)."""
-    from harness.backends.hf import dtype_name
     from harness.eval_config import EvalConfig
     from harness.evaluate import run_eval
 
@@ -376,7 +395,7 @@ def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler
             out=str(out / "eval" / f"step-{step:06d}"),
             progress=False,
             backend=cfg.backend,
-            dtype=dtype_name(model),
+            dtype=compute_dtype_name(cfg),  # the policy's sampling dtype, recorded in the summary's protocol
             device=str(device).split(":")[0],
         ),
         engine,

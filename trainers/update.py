@@ -24,6 +24,7 @@ from trainers.losses import (
     tis_weights,
     token_weights,
 )
+from trainers.precision import FULL, Precision
 
 
 @dataclass
@@ -103,10 +104,13 @@ UPDATE_METRICS = (
 )
 
 
-def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: Any) -> dict[str, Any]:
+def policy_update(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: Any, precision: Precision = FULL
+) -> dict[str, Any]:
     """μ passes over the batch in minibatches (in order, no shuffling, as oat does). With
     ``cfg.tis_cap`` and sampler log-probs, each token's policy loss is multiplied by its truncated
-    importance weight (computed once, before the update; no gradient)."""
+    importance weight (computed once, before the update; no gradient). ``precision`` scales the
+    loss under float16 compute (autocast itself is in the model's forward)."""
     rows = batch.input_ids.shape[0]
     size = cfg.minibatch_size or rows
     params = [p for p in model.parameters() if p.requires_grad]
@@ -136,7 +140,7 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
                 if cfg.beta:
                     per_token = per_token + cfg.beta * kl
                 loss = (per_token * weights[m0 - mb.start : m.stop - mb.start]).sum()
-                loss.backward()
+                precision.backward(loss)
                 with torch.no_grad():
                     totals["tokens"] += float(mask.sum())
                     totals["clip_low"] += float(terms["clip_low"].sum())
@@ -144,10 +148,11 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
                     totals["kl"] += float((kl * mask).sum())
                     totals["entropy"] += float((entropy * mask).sum())
                     totals["loss"] += float(loss)
+            precision.unscale(optimizer)
             grad_norms.append(
                 float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf")))
             )
-            optimizer.step()
+            precision.step(optimizer)
     tokens = max(totals["tokens"], 1.0)
     mismatch = (
         dict.fromkeys(MISMATCH_METRICS)

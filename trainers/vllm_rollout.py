@@ -23,10 +23,10 @@ from typing import Any, Sequence
 import torch
 
 from harness.backends.base import sample_seed
-from harness.backends.hf import dtype_name
 from harness.backends.vllm_engine import VLLMBackend, engine_max_len, push_weights, start_engine, token_budget
 from harness.benchmarks.problems import Problem
 from harness.errors import UserError
+from trainers.precision import compute_dtype_name
 from trainers.rollout import PromptCache
 
 
@@ -55,7 +55,7 @@ class VLLMRollout:
         device = str(next(model.parameters()).device).split(":")[0]
         self.llm = start_engine(
             resolve_model(cfg.model)[0],
-            dtype=dtype_name(model),
+            dtype=compute_dtype_name(cfg),  # the learner's compute dtype (sync casts the float32 masters)
             seed=cfg.seed,
             device=device,
             max_model_len=max_len,
@@ -106,7 +106,8 @@ class VLLMRollout:
 
     @torch.no_grad()
     def sync(self, model: torch.nn.Module) -> None:
-        push_weights(self.llm, model.named_parameters())
+        dtype = getattr(torch, compute_dtype_name(self.cfg))  # float32 masters cast here, tensor by tensor
+        push_weights(self.llm, ((name, p.to(dtype)) for name, p in model.named_parameters()))
 
     def eval_backend(self) -> VLLMBackend:
         """The same engine as an evaluation backend (``rlvr eval`` on the synced weights, no second engine)."""
