@@ -17,7 +17,9 @@ from harness.eval_config import EvalConfig
 def _readme_examples() -> list[str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     commands = []
-    for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
+    for language, block in re.findall(r"```([a-z]*)\n(.*?)```", text, flags=re.S):
+        if language == "text":  # a program's output, not a command to run
+            continue
         pending = ""
         for line in block.splitlines():
             line = pending + line.strip()
@@ -78,5 +80,10 @@ def test_example_parses_and_resolves(command, tmp_path, monkeypatch):
                 (tmp_path / missing[1]).write_text('{"question": "1+1?", "answer": "2"}\n')
         else:
             pytest.fail(f"{command}: still missing data after three files")
+        if args.algorithm in ("grpo", "drgrpo", "dapo", "srpo"):  # launch commands plan, too
+            from trainers.plan import format_plan, training_plan
+
+            cfg = resolve(args)
+            assert "optimizer step" in format_plan(training_plan(cfg))
     if args.command == "eval":
         resolve_config(EvalConfig, args)
