@@ -15,9 +15,16 @@ Stage 2 (§5.5)  rounds of: local population (isotropic σ√λ_iso + low-rank �
                 λ_iso update, proposal sweep over (q, β, η) gated on the gate half
                 (CS > 0 and LCB = mean Δ − z·sd(Δ)/√n > 0), probe line search over α and a second
                 LCB gate; accept → move the centre, reject → σ ← σ/2; patience / max accepts.
+                Proposals as the authors' code draws them (``low_rank_scale: authors``: the
+                low-rank part in amplitude² units, negligible at small σ) or with the low-rank part
+                a stated share 1 − λ_iso of the proposal (``trace``; ``corp_ops.local_amplitudes``).
 
 Deliberate deviations and options, labelled:
-* ``stage1_gate`` (off by default, as released): keep θ₀ when θ₁'s probe accuracy is below θ₀'s.
+* The hold-out gate (ours; ``holdout_gate_stages``, on in every preset): Stage 1's merge and
+  every Stage-2 round the authors' gates accept must also beat the current model on the
+  hold-out split — training items that chose nothing — with a paired LCB > 0 (z =
+  ``holdout_z``); ties are rejected. The authors' probe gate is kept as released, but the
+  probe chose the Stage-1 grid point and the Stage-2 line-search α, so it is not held out.
 * The centre is never committed into the base weights: every evaluation applies the full spec
   (Stage 1 + accepted Stage 2 + candidate) to the exact base, so the final model is exactly
   θ₀ + spec, bit for bit, in every process (the released code commits, adding rounding).
@@ -39,10 +46,13 @@ import numpy as np
 from harness.benchmarks.problems import Problem
 from trainers.corp_ops import (
     Cloud,
+    HoldoutDecision,
     KeySpace,
     cloud_stats,
     compare,
+    expected_low_rank_share,
     gate_passes,
+    holdout_gate,
     local_amplitudes,
     probe_accepts,
     regression_lambda,
@@ -80,6 +90,7 @@ class Centre:
     selection: np.ndarray
     gate: np.ndarray
     probe: np.ndarray
+    holdout: np.ndarray
 
 
 def score_splits(
@@ -150,6 +161,29 @@ def stage1(
     return {"best": best, "top1": top1}
 
 
+def support_halves(support: Sequence[Problem], seed: int) -> tuple[list[Problem], list[Problem]]:
+    """Stage 2's selection and gate halves: one random permutation of the support set (§5.5)."""
+    order = np.random.default_rng(seed).permutation(len(support))
+    half = len(order) // 2
+    return [support[i] for i in order[:half]], [support[i] for i in order[half:]]
+
+
+def stage1_holdout_gate(
+    cfg: ESConfig, scorer: PopulationScorer, space: KeySpace, amplitudes: np.ndarray, holdout: Sequence[Problem]
+) -> tuple[np.ndarray, HoldoutDecision | None, np.ndarray | None]:
+    """θ₁ = θ₀ + s·m replaces θ₀ only if it beats θ₀ on the hold-out split (paired LCB > 0);
+    else Stage 2 starts from θ₀. Returns (the kept amplitudes, the decision or None when Stage 1
+    is not gated, the kept model's hold-out correctness or None)."""
+    if 1 not in cfg.holdout_gate_stages:
+        return amplitudes, None, None
+    base = scorer.score([], holdout)
+    merged = scorer.score(space.components(space.pad(amplitudes)), holdout)
+    decision = holdout_gate(base.correct, merged.correct, cfg.holdout_z)
+    if decision.accepted:
+        return amplitudes, decision, merged.correct
+    return np.zeros(len(space)), decision, base.correct
+
+
 def stage2(
     cfg: ESConfig,
     scorer: PopulationScorer,
@@ -162,8 +196,11 @@ def stage2(
     probe: Sequence[Problem],
     log: ESLog,
     show: bool,
+    holdout: Sequence[Problem] = (),
 ) -> tuple[Centre, dict[str, Any]]:
-    """Adaptive constructive recentring with the held-out validation gate (§5.5)."""
+    """Adaptive constructive recentring with the authors' validation gates (§5.5), then ours: a
+    round the authors' gates accept is kept only if it beats the centre on ``holdout`` (paired
+    LCB > 0) when ``2 in cfg.holdout_gate_stages``."""
     selection, gate = halves
     share = cfg.isotropic_share
     final_lambda = cfg.regression_lambda if cfg.regression_lambda_final is None else cfg.regression_lambda_final
@@ -176,7 +213,8 @@ def stage2(
         seeds = [int(s) for s in rng.choice(2**31, size=cfg.local_population, replace=False)]
         normals = rng.standard_normal((cfg.local_population, max(cfg.rank, 1)))
         # 1-2. local population around the centre, scored on the selection half
-        local = local_amplitudes(space, seeds, sigma, share, cloud, normals)
+        low_rank_share = expected_low_rank_share(cloud, share, cfg.low_rank_scale)
+        local = local_amplitudes(space, seeds, sigma, share, cloud, normals, cfg.low_rank_scale)
         centre_amp = space.pad(centre.amplitudes)
         scored = scorer.score_many([space.components(centre_amp + space.pad(v)) for v in local], selection)
         outcomes = [compare(centre.selection, s.correct, lam, cfg.gate_z) for s in scored]
@@ -231,12 +269,22 @@ def stage2(
                     probe_best = (eta, result)
             assert probe_best is not None
             accept, probe_lcb = probe_accepts(centre.probe, probe_best[1].correct, cfg.gate_z, cfg.accept_epsilon)
+        # 6. ours: the hold-out gate, on data that chose nothing in this round
+        authors_accept, held = accept, None
+        if accept and 2 in cfg.holdout_gate_stages:
+            assert probe_best is not None and chosen is not None
+            candidate = space.pad(centre.amplitudes) + probe_best[0] * space.pad(chosen["direction"])
+            held_out = score_splits(scorer, space, candidate, [holdout])[0]
+            held = holdout_gate(centre.holdout, held_out.correct, cfg.holdout_z)
+            accept = held.accepted
         entry = {
             "round": rnd,
             "lambda": lam,
             "target_ess": _round(ess_r),
             "sigma": _round(sigma),
             "isotropic_share": _round(share),
+            "low_rank_scale": cfg.low_rank_scale,
+            "low_rank_share": _round(low_rank_share),
             "temperature": None if temperature is None else _round(temperature),
             "positives": int(len(positive)),
             "local": len(local),
@@ -250,6 +298,8 @@ def stage2(
             else {k: (_round(v) if isinstance(v, float) else v) for k, v in chosen.items() if k != "direction"},
             "probe_accuracy": None if probe_best is None else probe_best[1].accuracy,
             "probe_lcb": None if probe_lcb is None else _round(probe_lcb),
+            "accepted_by_authors_gates": authors_accept,
+            "holdout_gate": None if held is None else held.record(),
             "accepted": accept,
             **{f"search_{k}": v for k, v in cloud.diagnostics().items()},
         }
@@ -258,7 +308,9 @@ def stage2(
             eta = probe_best[0]
             amplitudes = space.pad(centre.amplitudes) + eta * space.pad(chosen["direction"])
             sel, gat, prb = score_splits(scorer, space, amplitudes, [selection, gate, probe])
-            centre = Centre(amplitudes, sel.correct, gat.correct, prb.correct)
+            # the hold-out outcomes matter only while the hold-out gate is on, and then they exist
+            centre_holdout = held_out.correct if held is not None else centre.holdout
+            centre = Centre(amplitudes, sel.correct, gat.correct, prb.correct, centre_holdout)
             eta_c = eta
             accepted += 1
             rejects = 0
@@ -270,7 +322,8 @@ def stage2(
         progress(
             f"stage 2 round {rnd}: {len(positive)}/{len(local)} local candidates constructive, "
             f"{entry['proposals_passing_gate']}/{len(proposals)} proposals pass the gate, "
-            f"{'ACCEPT' if accept else 'reject'}",
+            + ("hold-out gate rejects, " if authors_accept and not accept else "")
+            + f"{'ACCEPT' if accept else 'reject'}",
             show,
         )
         if (accept and accepted >= cfg.max_accepts) or (not accept and rejects >= cfg.patience):
@@ -304,10 +357,11 @@ def search(
     one = stage1(cfg, scorer, space, A, rewards, splits.probe, log, show)
     best = one["best"]
     merge = best["merge"]
-    stage1_amp = best["amplitudes"]
-    gated_out = cfg.stage1_gate and best["probe_accuracy"] < base_probe.accuracy
-    if gated_out:
-        stage1_amp = np.zeros(len(space))
+    stage1_amp, stage1_decision, centre_holdout = stage1_holdout_gate(
+        cfg, scorer, space, best["amplitudes"], splits.holdout
+    )
+    gated_out = stage1_decision is not None and not stage1_decision.accepted
+    stage1_gate = None if stage1_decision is None else stage1_decision.record()
     log.write(
         "stage1",
         stage="stage1",
@@ -317,22 +371,30 @@ def search(
         probe_accuracy=best["probe_accuracy"],
         base_probe_accuracy=base_probe.accuracy,
         step_norm=_round(float(np.linalg.norm(best["amplitudes"]))),
-        gate=cfg.stage1_gate,
+        holdout_gate=stage1_gate,
         kept=not gated_out,
         **merge.cloud.diagnostics(),
     )
     progress(
         f"stage 1: q={best['q']} beta={best['beta']} s={best['s']} probe {best['probe_accuracy']:.3f} (base "
-        f"{base_probe.accuracy:.3f})" + (" -> rejected by the stage-1 gate" if gated_out else ""),
+        f"{base_probe.accuracy:.3f})"
+        + (
+            ""
+            if stage1_decision is None
+            else f"; hold-out gate: {stage1_decision.fixes} fixed, {stage1_decision.regressions} broken of "
+            f"{stage1_decision.n}, LCB {stage1_decision.lcb:+.4f} -> {'kept' if not gated_out else 'rejected'}"
+        ),
         show,
     )
     # Stage 2
-    order = np.random.default_rng(cfg.split_seed).permutation(len(splits.support))
-    half = len(order) // 2
-    selection = [splits.support[i] for i in order[:half]]
-    gate = [splits.support[i] for i in order[half:]]
+    selection, gate = support_halves(splits.support, cfg.split_seed)
     sel, gat, prb = score_splits(scorer, space, stage1_amp, [selection, gate, splits.probe])
-    centre = Centre(stage1_amp, sel.correct, gat.correct, prb.correct)
+    if centre_holdout is None:  # Stage 1 not gated: the centre's hold-out outcomes, if Stage 2 is gated
+        gated2 = 2 in cfg.holdout_gate_stages and len(splits.holdout) > 0
+        centre_holdout = (
+            score_splits(scorer, space, stage1_amp, [splits.holdout])[0].correct if gated2 else np.zeros(0, bool)
+        )
+    centre = Centre(stage1_amp, sel.correct, gat.correct, prb.correct, centre_holdout)
     eta_c = best["s"] * merge.cloud.norm
     centre, rounds = stage2(
         cfg,
@@ -346,6 +408,7 @@ def search(
         splits.probe,
         log,
         show,
+        splits.holdout,
     )
     search_generations = scorer.generations
     # the consolidated model: base + seeds/σ/weights, and a merged HF checkpoint beside it
@@ -365,19 +428,24 @@ def search(
             "algorithm": "corp",
             "backend": cfg.backend,
             "stage1": {"q": best["q"], "beta": best["beta"], "s": best["s"], "kept": not gated_out},
+            "holdout_gate_stages": cfg.holdout_gate_stages,
+            "low_rank_scale": cfg.low_rank_scale,
             "accepted_rounds": rounds["accepted"],
             "rounds": len(rounds["rounds"]),
         },
         cfg.dtype,
         cfg.device,
+        scorer.noise_device,
     )
     base = scorer.score([], splits.test)
-    stage1_test = scorer.score(space.components(space.pad(stage1_amp)), splits.test) if not gated_out else base
+    merge_test = scorer.score(space.components(space.pad(best["amplitudes"])), splits.test)
+    stage1_test = merge_test if not gated_out else base
     top1_test = scorer.score(space.components(space.pad(one["top1"]["amplitudes"])), splits.test)
     final = scorer.score(spec, splits.test)
     test = {
         "base": accuracy_report(base),
         "top1_reference": {**accuracy_report(top1_test, base), "inference_passes_per_example": 1},
+        "stage1_merge": {**accuracy_report(merge_test, base), "inference_passes_per_example": 1},
         "stage1": {**accuracy_report(stage1_test, base), "inference_passes_per_example": 1},
         "corp": {**accuracy_report(final, base), "inference_passes_per_example": 1},
     }
@@ -389,6 +457,7 @@ def search(
         {
             "base": rows_of(base),
             "top1_reference": rows_of(top1_test),
+            "stage1_merge": rows_of(merge_test),
             "stage1": rows_of(stage1_test),
             "corp": rows_of(final),
         },
@@ -406,11 +475,11 @@ def search(
             "s": best["s"],
             "probe_accuracy": best["probe_accuracy"],
             "base_probe_accuracy": base_probe.accuracy,
-            "gate": cfg.stage1_gate,
+            "holdout_gate": stage1_gate,
             "kept": not gated_out,
             **merge.cloud.diagnostics(),
         },
-        "stage2": rounds,
+        "stage2": {**rounds, "low_rank_scale": cfg.low_rank_scale, "holdout_gate": 2 in cfg.holdout_gate_stages},
         "components": len(spec),
         "solution_density": population.density(),
         "split_half": split_half(cfg, population),

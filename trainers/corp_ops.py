@@ -274,6 +274,29 @@ def target_ess(round_index: int, rounds: int, start: float = 16.0, end: float = 
     return float(math.exp((1 - t) * math.log(start) + t * math.log(end)))
 
 
+def low_rank_coefficient_scale(cloud: Cloud, low_rank_scale: str = "authors") -> np.ndarray:
+    """Per-direction standard deviation (in units of σ√(1 − λ_iso)) of the low-rank coefficients:
+    ``authors``: √λ_k (λ_k in amplitude² units, as the released code); ``trace``: √(λ_k / Σ_k λ_k),
+    so Σ_k E c_k² = σ²(1 − λ_iso) exactly, whatever the cloud's scale."""
+    eigenvalues = np.maximum(np.asarray(cloud.eigenvalues, dtype=float), 0.0)
+    if low_rank_scale == "authors":
+        return np.sqrt(eigenvalues)
+    if low_rank_scale == "trace":
+        total = float(eigenvalues.sum())
+        return np.sqrt(eigenvalues / total) if total > 0 else np.zeros_like(eigenvalues)
+    raise ValueError(f"low_rank_scale must be 'authors' or 'trace', not {low_rank_scale!r}")
+
+
+def expected_low_rank_share(cloud: Cloud | None, isotropic_share: float, low_rank_scale: str = "authors") -> float:
+    """E‖low-rank part‖² / E‖proposal‖² of a Stage-2 local candidate (amplitude space; the fresh
+    isotropic axis is orthogonal to the cloud's directions): 1 − λ_iso under ``trace``, and
+    (1 − λ_iso)Σλ_k / (λ_iso + (1 − λ_iso)Σλ_k) under ``authors``."""
+    if cloud is None or not len(cloud.eigenvalues):
+        return 0.0
+    low = (1.0 - isotropic_share) * float(np.square(low_rank_coefficient_scale(cloud, low_rank_scale)).sum())
+    return low / (isotropic_share + low) if isotropic_share + low > 0 else 0.0
+
+
 def local_amplitudes(
     space: KeySpace,
     seeds: Sequence[int],
@@ -281,28 +304,64 @@ def local_amplitudes(
     isotropic_share: float,
     cloud: Cloud | None,
     normals: np.ndarray,
+    low_rank_scale: str = "authors",
 ) -> list[np.ndarray]:
-    """Stage 2 step 1: an isotropic axis (seed, σ√λ_iso) plus Σ_k c_k u_k with
-    c_k = σ √(1 − λ_iso) √λ_k z_k. As coded: λ_k is in amplitude² units, so this part scales as
-    σ·√λ_k (reproduced, not "fixed"; ALGORITHMS.md §5.5 note)."""
+    """Stage 2 step 1: an isotropic axis (seed, σ√λ_iso) plus Σ_k c_k u_k.
+
+    ``low_rank_scale="authors"`` (the released code, reproduced, not "fixed"; ALGORITHMS.md §5.5
+    note): c_k = σ √(1 − λ_iso) √λ_k z_k with λ_k in amplitude² units, so this part scales as
+    σ·√λ_k, a σ² quantity, and is negligible next to the isotropic one at small σ.
+    ``low_rank_scale="trace"``: c_k = σ √(1 − λ_iso) √(λ_k / Σλ) z_k, so the low-rank part carries
+    share 1 − λ_iso of the expected squared norm and the isotropic part λ_iso
+    (``expected_low_rank_share``)."""
     sigma_iso = sigma * math.sqrt(isotropic_share)
+    scale = (
+        low_rank_coefficient_scale(cloud, low_rank_scale)
+        if cloud is not None and len(cloud.eigenvalues)
+        else np.zeros(0)
+    )
     out = []
     for row, seed in enumerate(seeds):
         axis = space.index(seed, sigma_iso)
         vector = np.zeros(len(space))
         vector[axis] = sigma_iso
-        if cloud is not None and len(cloud.eigenvalues):
-            k = len(cloud.eigenvalues)
-            coefficients = (
-                sigma
-                * math.sqrt(1.0 - isotropic_share)
-                * np.sqrt(np.maximum(cloud.eigenvalues, 0.0))
-                * normals[row, :k]
-            )
+        if cloud is not None and len(scale):
+            k = len(scale)
+            coefficients = sigma * math.sqrt(1.0 - isotropic_share) * scale * normals[row, :k]
             low_rank = coefficients @ cloud.directions
             vector[: len(low_rank)] += low_rank
         out.append(vector)
     return [space.pad(v) for v in out]
+
+
+# ------------------------------------------------------------------------------------------------
+# The hold-out gate (ours): a candidate replaces the current model only when it is reliably better
+# on data that chose nothing (ESConfig docstring)
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HoldoutDecision:
+    accepted: bool
+    lcb: float
+    fixes: int
+    regressions: int
+    n: int
+
+    def record(self) -> dict[str, float | int | bool]:
+        return {
+            "accepted": self.accepted,
+            "lcb": float(f"{self.lcb:.6g}"),
+            "fixes": self.fixes,
+            "regressions": self.regressions,
+            "n": self.n,
+        }
+
+
+def holdout_gate(current: Sequence[bool], candidate: Sequence[bool], z: float = 1.645) -> HoldoutDecision:
+    """Accept ⇔ mean(Δ) − z·sd(Δ)/√n > 0 on the hold-out split (Δ_j = y′_j − y_j): strictly, so
+    a tie (Δ ≡ 0: bound exactly 0) or a loss is rejected, and so is a gain within the noise."""
+    fixes, regressions, _ = constructive_score(current, candidate, 1.0)
+    lcb = paired_lcb(current, candidate, z)
+    return HoldoutDecision(bool(lcb > 0), lcb, fixes, regressions, len(current))
 
 
 # ------------------------------------------------------------------------------------------------

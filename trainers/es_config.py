@@ -13,12 +13,25 @@ from typing import Any
 from harness.errors import UserError
 
 ES_ALGORITHMS = ("randopt", "corp")
+LOW_RANK_SCALES = ("authors", "trace")
 
 
 @dataclass
 class ESConfig:
     """A RandOpt or CoRP run. Data: support = the first ``support_size`` items of
-    ``train_source``, probe = the next ``probe_size`` (CoRP), test = ``test_source``."""
+    ``train_source``, probe = the next ``probe_size`` (CoRP), hold-out gate = the next
+    ``holdout_size`` (CoRP), test = ``test_source``. The four are disjoint (checked on load).
+
+    CoRP's hold-out gate (ours, on in every preset; ALGORITHMS.md §5.5 "held-out validation
+    gate"): every candidate that would replace the current model — Stage 1's merge, and each
+    Stage-2 round that the authors' gates (gate half of the support, then the probe) accept —
+    is compared per problem with the current model on the hold-out split, which chose nothing
+    (Stage 0 scores the support, Stage 1's grid and Stage 2's line search the probe, Stage 2's
+    proposals the support halves). Accepted only when the paired lower confidence bound
+    mean(Δ) − ``holdout_z``·sd(Δ)/√n of Δ_j = y′_j − y_j is > 0: ties, losses and gains the
+    split cannot tell from noise are all rejected. ``holdout_gate_stages: []`` (with
+    ``holdout_size: 0``) is the authors' release: Stage 1 applied unconditionally, Stage 2
+    gated only on data it was partly chosen on."""
 
     algorithm: str = "corp"
     model: str | None = None
@@ -45,11 +58,20 @@ class ESConfig:
     beta_grid: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0])
     s_grid: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0, 16.0])
     rank: int = 8
-    stage1_gate: bool = False
+    # Hold-out gate (see the class docstring): size, z of the one-sided bound (1.645: 95%), stages gated
+    holdout_size: int = 100
+    holdout_z: float = 1.645
+    holdout_gate_stages: list[int] = field(default_factory=lambda: [1, 2])
     # CoRP Stage 2
     rounds: int = 3
     local_population: int = 100
     isotropic_share: float = 0.5
+    # Stage-2 proposals' low-rank part c_k u_k: "authors" = c_k = σ√(1−λ_iso)·√λ_k·z_k with λ_k in
+    # amplitude² units, as the released code (then the low-rank part is ~σ² small: its norm about
+    # 0.2% of the isotropic part's on the N=50 CPU run, i.e. plain isotropic search); "trace" = λ_k/Σλ in
+    # place of λ_k, so the low-rank part carries share 1−λ_iso of the expected squared norm of a
+    # proposal and the isotropic part λ_iso (the "low-rank plus isotropic floor" as described).
+    low_rank_scale: str = "authors"
     regression_lambda: float = 2.0
     regression_lambda_final: float | None = None
     ess_start: float = 16.0
@@ -102,6 +124,15 @@ class ESConfig:
             (
                 0 < self.isotropic_share < 1 and self.rounds >= 1 and self.local_population >= 2,
                 "0 < isotropic_share < 1, rounds >= 1, local_population >= 2",
+            ),
+            (self.low_rank_scale in LOW_RANK_SCALES, f"low_rank_scale must be one of {LOW_RANK_SCALES}"),
+            (
+                set(self.holdout_gate_stages) <= {1, 2} and self.holdout_size >= 0 and self.holdout_z >= 0,
+                "holdout_gate_stages is a subset of [1, 2]; holdout_size and holdout_z >= 0",
+            ),
+            (
+                self.algorithm == "randopt" or not self.holdout_gate_stages or self.holdout_size >= 2,
+                "the hold-out gate needs holdout_size >= 2 (holdout_gate_stages: [] is the authors' ungated release)",
             ),
         ]
         for ok, message in checks:

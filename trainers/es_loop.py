@@ -36,27 +36,44 @@ class Splits:
     support: list[Problem]
     probe: list[Problem]
     test: list[Problem]
+    holdout: list[Problem] = dataclasses.field(default_factory=list)
+
+
+def _problem_key(problem: Problem) -> tuple[str, str]:
+    """What makes two problems the same, whatever split or benchmark name they carry."""
+    return problem.question.strip(), str(problem.gold.get("answer", problem.gold))
 
 
 def load_splits(cfg: ESConfig) -> Splits:
     """support = first ``support_size`` training items, probe = the next ``probe_size`` (CoRP's
-    ``load_data_splits`` for separate train and test files), test = the held-out source."""
+    ``load_data_splits`` for separate train and test files), hold-out gate = the next
+    ``holdout_size`` (CoRP; ours), test = the held-out source. The four must be pairwise disjoint
+    (by id, and by question and answer), else one line says which two overlap."""
     from trainers.loop import source_problems
 
     train = source_problems(cfg.train_source)
     probe_size = cfg.probe_size if cfg.algorithm == "corp" else 0
-    if len(train) < cfg.support_size + probe_size:
+    holdout_size = cfg.holdout_size if cfg.algorithm == "corp" and cfg.holdout_gate_stages else 0
+    needed = cfg.support_size + probe_size + holdout_size
+    if len(train) < needed:
         raise UserError(
-            f"{cfg.train_source} has {len(train)} items; support_size + probe_size = {cfg.support_size + probe_size}"
+            f"{cfg.train_source} has {len(train)} items; support_size + probe_size + holdout_size = {needed}"
         )
     test = source_problems(cfg.test_source)
     if cfg.test_limit:
         test = test[: cfg.test_limit]
     support = train[: cfg.support_size]
-    overlap = {p.id for p in test} & {p.id for p in support}
-    if overlap:
-        raise UserError(f"test and support share {len(overlap)} problems; use a held-out test_source")
-    return Splits(support, train[cfg.support_size : cfg.support_size + probe_size], test)
+    probe = train[cfg.support_size : cfg.support_size + probe_size]
+    holdout = train[cfg.support_size + probe_size : needed]
+    named = [("support", support), ("probe", probe), ("hold-out gate", holdout), ("test", test)]
+    for i, (name_a, a) in enumerate(named):
+        keys_a = {p.id for p in a} | {_problem_key(p) for p in a}
+        for name_b, b in named[i + 1 :]:
+            shared = sum(p.id in keys_a or _problem_key(p) in keys_a for p in b)
+            if shared:
+                hint = "; use a held-out test_source" if name_b == "test" else ""
+                raise UserError(f"{name_a} and {name_b} share {shared} problems{hint}")
+    return Splits(support, probe, test, holdout)
 
 
 @dataclass
@@ -282,6 +299,7 @@ def run_search(cfg: ESConfig, search: Search, resume: bool = False, show_progres
             "train_source": cfg.train_source,
             "support": len(splits.support),
             "probe": len(splits.probe),
+            "holdout": len(splits.holdout),
             "test_source": cfg.test_source,
             "test": len(splits.test),
         },

@@ -166,6 +166,11 @@ class PopulationScorer:
             )
 
     @property
+    def noise_device(self) -> str:
+        """The device type the noise is drawn on (that of the perturbed weights): ``cpu``, ``cuda``..."""
+        return self.local.perturber.noise_device
+
+    @property
     def noise_draws(self) -> int | None:
         """Full-model noise draws in this process (hf backend), for cost accounting."""
         perturber = getattr(self.local, "perturber", None)

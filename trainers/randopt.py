@@ -101,6 +101,7 @@ def search(
             {
                 "base_model": model_name,
                 "noise_dtype": cfg.noise_dtype,
+                "noise_device": scorer.noise_device,
                 "specialists": [{"seed": s[0].seed, "sigma": s[0].sigma} for s in top],
             },
             indent=1,

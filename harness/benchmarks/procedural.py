@@ -11,6 +11,12 @@ Every problem is a pure function of its parameters, and its split is decided by 
 parameters, so the train and held-out splits never share a problem and never change. ``arith``
 and ``pyfunc`` are the held-out splits; ``arith_train`` and ``pyfunc_train`` are the pools the
 trainers sample from.
+
+* ``arith_test1k`` — a held-out test of 1,010 ``arith``-style problems for comparisons that must
+  resolve a few points (110 items give a paired CI of about ±5 points): the 110 ``arith`` items
+  plus two extended-range levels no training item comes from, 2-digit + 1-digit addition with
+  the first operand 30-69 (``add2x``, 400) and 2-digit - 1-digit subtraction, 10-59 minus 0-9
+  (``sub2x``, 500). Disjoint from ``arith_train`` by construction (tested on the questions).
 """
 
 from __future__ import annotations
@@ -45,12 +51,16 @@ def _arith_space() -> list[tuple[str, int, str, int, int]]:
     return space
 
 
+_ARITH_NAMES = {"test": "arith", "train": "arith_train", "test1k": "arith_test1k"}
+
+
 def _arith_problem(item: tuple[str, int, str, int, int], split: str) -> Problem:
     level, a, op, b, answer = item
     symbol = {"+": "+", "*": "\u00d7", "-": "-"}[op]
+    name = _ARITH_NAMES[split]
     return Problem(
-        id=f"arith{'' if split == 'test' else '_train'}/{level}-{a}{op}{b}",
-        benchmark="arith" if split == "test" else "arith_train",
+        id=f"{name}/{level}-{a}{op}{b}",
+        benchmark=name,
         kind="math",
         question=f"What is {a} {symbol} {b}?",
         gold={"answer": str(answer), "policy": "arith"},
@@ -59,12 +69,23 @@ def _arith_problem(item: tuple[str, int, str, int, int], split: str) -> Problem:
     )
 
 
+def _arith_extended_space() -> list[tuple[str, int, str, int, int]]:
+    """The extended-range levels of ``arith_test1k``: no training item has these operands."""
+    space = [("add2x", a, "+", b, a + b) for a in range(30, 70) for b in range(10)]
+    return space + [("sub2x", a, "-", b, a - b) for a in range(10, 60) for b in range(10)]
+
+
 def arith_problems(split: str, size: int | None = None, seed: int = 0) -> list[Problem]:
-    """The split's problems in a seeded order, levels interleaved so any prefix is balanced."""
+    """The split's problems in a seeded order, levels interleaved so any prefix is balanced.
+    ``split``: ``train``, ``test`` (the 110 held-out items) or ``test1k`` (those plus the
+    extended-range levels)."""
     by_level: dict[str, list] = {}
     for item in _arith_space():
         key = f"arith:{item[0]}:{item[1]}{item[2]}{item[3]}"
-        if _is_held_out(key) == (split == "test"):
+        if _is_held_out(key) == (split != "train"):
+            by_level.setdefault(item[0], []).append(item)
+    if split == "test1k":
+        for item in _arith_extended_space():
             by_level.setdefault(item[0], []).append(item)
     return _interleave(
         by_level, size or sum(len(v) for v in by_level.values()), seed, lambda it: _arith_problem(it, split)
@@ -197,6 +218,13 @@ PROCEDURAL_SPECS = [
     for name, kind, make, split, description in (
         ("arith", "math", arith_problems, "test", "small-integer arithmetic, held-out split (procedural)"),
         ("arith_train", "math", arith_problems, "train", "small-integer arithmetic, training split (procedural)"),
+        (
+            "arith_test1k",
+            "math",
+            arith_problems,
+            "test1k",
+            "small-integer arithmetic, 1,010 held-out problems: arith plus extended ranges (procedural)",
+        ),
         ("pyfunc", "code", pyfunc_problems, "test", "one-line Python functions, held-out split (procedural)"),
         ("pyfunc_train", "code", pyfunc_problems, "train", "one-line Python functions, training split (procedural)"),
     )
