@@ -140,6 +140,7 @@ class TrainConfig:
             ),
             (self.max_steps >= 0, "max_steps must be >= 0"),
             (self.backend in ("hf", "vllm"), "backend must be hf or vllm"),
+            (self.parallel in ("ddp", "fsdp"), "parallel must be ddp or fsdp"),
             (self.lr > 0 and 0 <= self.eps_low < 1 and self.eps_high >= 0, "lr must be positive and 0 <= eps_low < 1"),
             (
                 self.selection != "dynamic" or self.gen_prompts is None or self.gen_prompts >= 1,

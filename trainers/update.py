@@ -65,21 +65,29 @@ def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int) -> torch.Te
 UPDATE_METRICS = ("loss", "clip_low_fraction", "clip_high_fraction", "kl", "entropy", "grad_norm", "optimizer_steps")
 
 
-def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: Any) -> dict[str, float]:
-    """μ passes over the batch in minibatches (in order, no shuffling, as oat does)."""
+def policy_update(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: Any, shard: Any = None
+) -> dict[str, float]:
+    """μ passes over the batch in minibatches (in order, no shuffling, as oat does). Under torchrun
+    ``shard`` (``trainers.distributed.Shard``) gives this rank's part of each global minibatch, the
+    factor from local to global normalisation, the gradient-sync points and the metric reduction."""
     rows = batch.input_ids.shape[0]
     size = cfg.minibatch_size or rows
-    params = [p for p in model.parameters() if p.requires_grad]
+    minibatches = shard.minibatches if shard else [slice(s, min(rows, s + size)) for s in range(0, rows, size)]
+    scales = shard.scales(batch.completion_mask, cfg) if shard else [1.0] * len(minibatches)
+    # the optimizer's parameters (under FSDP the module may hold unsharded copies between passes)
+    params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
     totals = {"tokens": 0.0, "clip_low": 0.0, "clip_high": 0.0, "kl": 0.0, "entropy": 0.0, "loss": 0.0}
     grad_norms = []
     model.train()
     for _ in range(cfg.mu):
-        for start in range(0, rows, size):
-            mb = slice(start, min(rows, start + size))
-            weights = token_weights(batch.completion_mask[mb], cfg.loss_agg, cfg.normaliser)
+        for mb, scale in zip(minibatches, scales):
+            weights = token_weights(batch.completion_mask[mb], cfg.loss_agg, cfg.normaliser) * scale
             optimizer.zero_grad(set_to_none=True)
             for m0 in range(mb.start, mb.stop, cfg.micro_batch_size):
                 m = slice(m0, min(mb.stop, m0 + cfg.micro_batch_size))
+                if shard:
+                    shard.sync_gradients(model, m.stop == mb.stop)
                 mask = batch.completion_mask[m]
                 logp, entropy = completion_logprobs(
                     model, batch.input_ids[m], batch.attention_mask[m], mask, with_entropy=True
@@ -97,10 +105,11 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
                     totals["kl"] += float((kl * mask).sum())
                     totals["entropy"] += float((entropy * mask).sum())
                     totals["loss"] += float(loss)
-            grad_norms.append(
-                float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf")))
-            )
+            norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+            grad_norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))  # FSDP: DTensor
             optimizer.step()
+    if shard:
+        totals = shard.reduce(totals)
     tokens = max(totals["tokens"], 1.0)
     return {  # keys: UPDATE_METRICS
         "loss": totals["loss"] / max(1, len(grad_norms)),

@@ -102,7 +102,9 @@ class VLLMRollout:
 
     @torch.no_grad()
     def sync(self, model: torch.nn.Module) -> None:
-        push_weights(self.llm, model.named_parameters())
+        from trainers.distributed import full_named_parameters
+
+        push_weights(self.llm, full_named_parameters(model))  # FSDP shards gathered, plain tensors as they are
 
     def eval_backend(self) -> VLLMBackend:
         """The same engine as an evaluation backend (``rlvr eval`` on the synced weights, no second engine)."""
