@@ -33,3 +33,11 @@ def test_vllm_checks_a_cpu_cannot_settle():
     result = _run("gpu_check_vllm.py", timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert '"all_passed": true' in result.stdout
+
+
+def test_torchrun_data_parallel_with_a_vllm_engine_per_rank():
+    """DDP and FSDP2 over NCCL on the visible GPUs (1 or 2), bf16 compute, ``backend: vllm``:
+    counts, sharded checkpoints, HF exports, step 1 against one process, a killed rank (2 GPUs)."""
+    result = _run("gpu_check_distributed.py", timeout=1500)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert '"all_passed": true' in result.stdout

@@ -27,6 +27,7 @@ def _readme_examples() -> list[str]:
             if line.endswith("\\"):
                 pending = line[:-1] + " "
                 continue
+            line = _after_torchrun(line)
             if line.startswith("rlvr "):
                 commands.append(line)
     return commands
@@ -38,7 +39,13 @@ def _help_examples() -> list[str]:
     subparsers = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     texts += [p.epilog or "" for p in subparsers.choices.values()]
     text = re.sub(r"\\\n\s*", "", "\n".join(texts))
-    return [re.split(r"\s{2,}", line.strip())[0] for line in text.splitlines() if line.strip().startswith("rlvr ")]
+    lines = [_after_torchrun(line.strip()) for line in text.splitlines()]
+    return [re.split(r"\s{2,}", line)[0] for line in lines if line.startswith("rlvr ")]
+
+
+def _after_torchrun(line: str) -> str:
+    """``torchrun ... --no-python rlvr train ...`` is checked as its ``rlvr train ...`` part."""
+    return line[line.index(" rlvr ") + 1 :] if line.startswith("torchrun ") and " rlvr " in line else line
 
 
 def _argv(command: str) -> list[str]:

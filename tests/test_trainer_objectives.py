@@ -184,6 +184,22 @@ def test_mismatch_metrics_closed_form():
     assert sampler_mismatch(torch.tensor(OLD), torch.tensor(SAMPLER), TRAINED)["tis_capped_fraction"] is None
 
 
+def test_mismatch_sums_of_ranks_add_up_to_the_whole_batch():
+    """Under torchrun each rank holds some rows: sums added and the max taken across ranks
+    (``Shard.reduce_mismatch``) give the metrics of the whole batch, not a mean of rank means."""
+    from trainers.losses import mismatch_metrics, mismatch_sums
+
+    old, sampler = torch.tensor(OLD), torch.tensor(SAMPLER)
+    whole = sampler_mismatch(old, sampler, TRAINED, tis_cap=2.0)
+    parts = [
+        mismatch_sums(old[:, cols], sampler[:, cols], TRAINED[:, cols], 2.0) for cols in (slice(0, 1), slice(1, None))
+    ]
+    combined = {k: sum(p[k] for p in parts) for k in parts[0] if k != "ratio_max"}
+    combined["ratio_max"] = max(p["ratio_max"] for p in parts)
+    assert mismatch_metrics(combined, 2.0) == pytest.approx(whole)
+    assert mismatch_metrics(mismatch_sums(old, sampler, TRAINED * 0, 2.0), 2.0)["mismatch_kl"] is None
+
+
 def test_mismatch_kl_estimates_kl_from_the_sampler_to_the_learner():
     """Tokens drawn from the sampler p; the estimate converges to KL(p ‖ q) = 0.587, not KL(q ‖ p) = 1.057."""
     p, q = torch.tensor([0.9, 0.09, 0.01]), torch.tensor([0.4, 0.3, 0.3])

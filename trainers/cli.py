@@ -28,6 +28,7 @@ examples:
   rlvr train randopt --config cpu-demo --population 64 --out results/randopt-demo
   rlvr train corp --config cpu-demo --out results/corp-demo     # spec.json + merged/ checkpoint
   rlvr eval --model results/drgrpo-demo/checkpoint-000020 --benchmarks arith
+  torchrun --nproc-per-node 8 --no-python rlvr train drgrpo --config paper --set parallel=fsdp --out results/drgrpo-8gpu
 
 a policy-gradient run directory holds config.yaml, train_log.jsonl (one line of health metrics
 per step) and HF checkpoints checkpoint-<step>/ (config.json, weights, tokenizer, trainer_state.pt).
@@ -117,7 +118,14 @@ def run(args: argparse.Namespace) -> int:
         plan = training_plan(resolve(args, check_data=False), args.config)
         print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
         return 0
+    from trainers import distributed
+
     cfg = resolve(args)
-    out = importlib.import_module(f"trainers.{args.algorithm}").train(cfg, resume=args.resume, progress=args.progress)
-    print(f"done -> {out}")
+    if distributed.launched() and args.algorithm in GRADIENT_FREE:
+        raise UserError(f"{args.algorithm} runs in one process; torchrun launches grpo, drgrpo, dapo and srpo")
+    with distributed.session(cfg):  # under torchrun: this rank joins the process group (else nothing)
+        train = importlib.import_module(f"trainers.{args.algorithm}").train
+        out, main = train(cfg, resume=args.resume, progress=args.progress), distributed.is_main()
+    if main:
+        print(f"done -> {out}")
     return 0

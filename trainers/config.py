@@ -149,6 +149,7 @@ class TrainConfig:
             ),
             (self.max_steps >= 0, "max_steps must be >= 0"),
             (self.backend in ("hf", "vllm"), "backend must be hf or vllm"),
+            (self.parallel in ("ddp", "fsdp"), "parallel must be ddp or fsdp"),
             (
                 self.lr > 0
                 and (0 <= self.eps_low < 1 or (self.policy_loss == "cispo" and self.eps_low == 1))

@@ -23,6 +23,7 @@ from harness.errors import UserError
 from harness.grading import EvalGrader
 from harness.templates import load_template
 from sandbox.verdict import UNVERIFIABLE_REASONS
+from trainers import distributed
 from trainers.advantages import compute_advantages, shape_rewards, zero_variance_fraction
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
 from trainers.config import (
@@ -87,12 +88,14 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _load_policy(cfg: TrainConfig, path: str):
+def _load_policy(cfg: TrainConfig, path: str, device: str | None = None):
     from harness.backends.hf import load_model
 
-    model, tokenizer, device = load_model(path, master_dtype_name(cfg), cfg.device)  # float32 master weights
+    model, tokenizer, device = load_model(path, master_dtype_name(cfg), device or cfg.device)  # float32 masters
     tokenizer.padding_side = "left"
     model.train()
+    if distributed.context() and cfg.parallel == "fsdp":  # FSDP2's MixedPrecisionPolicy casts instead
+        return model, tokenizer, device
     return Precision(cfg, device).wrap(model), tokenizer, device  # every forward under the compute dtype
 
 
@@ -158,10 +161,15 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     from harness.models import resolve_model
 
     out = Path(cfg.out or f"results/train-{cfg.algorithm}")
+    ctx, main = distributed.context(), distributed.is_main()  # ctx: under torchrun (trainers/distributed.py)
     checkpoint = _prepare_out(cfg, out, resume)
-    save_settings(out, cfg)
-    warn_overlap(cfg)
-    for change in overridden_defining(cfg.algorithm, cfg) + changed_original_reward(cfg.algorithm, cfg):
+    if ctx:
+        ctx.barrier()  # every rank has read the run directory before rank 0 writes to it
+    if main:
+        save_settings(out, cfg)
+        warn_overlap(cfg)
+    changes = overridden_defining(cfg.algorithm, cfg) + changed_original_reward(cfg.algorithm, cfg)
+    for change in changes if main else []:
         print(
             f"warning: {cfg.algorithm} run with a defining setting changed ({change}): a variant, not {cfg.algorithm} "
             "as published",
@@ -169,13 +177,16 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
         )
     _seed_everything(cfg.seed)
     model_path = str(checkpoint) if checkpoint else resolve_model(cfg.model)[0]
-    model, tokenizer, device = _load_policy(cfg, model_path)
+    model, tokenizer, device = _load_policy(cfg, model_path, ctx and ctx.load_device())
+    learner = ctx.wrap(model) if ctx else model  # DDP around it, or the model sharded in place (FSDP)
+    device = ctx.device if ctx else device
     reference = None
     if cfg.beta > 0:
-        reference, _, _ = _load_policy(cfg, resolve_model(cfg.model)[0])
+        reference, _, _ = _load_policy(cfg, resolve_model(cfg.model)[0], ctx and ctx.load_device())
         reference.eval().requires_grad_(False)
+        reference = ctx.wrap_frozen(reference) if ctx else reference
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.adam_eps, weight_decay=cfg.weight_decay
+        learner.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.adam_eps, weight_decay=cfg.weight_decay
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_schedule(cfg))
     precision = Precision(cfg, device)
@@ -184,11 +195,11 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     start, generations_total = 0, 0
     if checkpoint:
         state = load_trainer_state(checkpoint)
-        if "optimizer" not in state:
+        if not distributed.has_optimizer(state):
             raise UserError(
                 f"--resume: {checkpoint} has no optimizer state (trained with save_optimizer: false); start a new --out"
             )
-        optimizer.load_state_dict(state["optimizer"])
+        distributed.load_optimizer(state, checkpoint, learner, optimizer)  # a sharded one: the weights too
         scheduler.load_state_dict(state["scheduler"])
         precision.load_state_dict(state.get("precision"))
         curriculum.load_state_dict(state["curriculum"])
@@ -196,21 +207,28 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
         selection = _stage_selection(cfg, curriculum)
         selection.load_state_dict(state["selection"], lookup)
         probe = _stage_probe(cfg, curriculum)
-        set_rng_state(state["rng"])
+        set_rng_state(distributed.rank_rng(state))
         start, generations_total = state["step"], state["generations_total"]
     grader = EvalGrader()
     template = load_template(cfg.template)
     instructions = dict(source_instruction(name) for s in curriculum.stages for name in s.sources)
     sampler = _make_sampler(cfg, model, tokenizer, template, instructions)
     worker = RolloutWorker(sampler, grader, cfg.group_size, logprobs=cfg.backend == "vllm")
-    log = TrainLog(out, cfg.log_to, dataclasses.asdict(cfg), resume=checkpoint is not None, keep_until=start)
+    if ctx:  # this rank generates its share of whole groups; every rank sees every group
+        worker = ctx.rollout(worker, model, unshard=cfg.backend == "hf")
+    log = (
+        TrainLog(out, cfg.log_to, dataclasses.asdict(cfg), resume=checkpoint is not None, keep_until=start)
+        if main
+        else distributed.NullLog()
+    )
     try:
         for step in range(start + 1, cfg.max_steps + 1):
             reason = curriculum.should_switch()
             if reason:
                 stage = curriculum.advance(step, reason)
                 selection, probe = _stage_selection(cfg, curriculum), _stage_probe(cfg, curriculum)
-                print(f"step {step}: stage -> {stage.name} ({reason})")
+                if main:
+                    print(f"step {step}: stage -> {stage.name} ({reason})")
             metrics = train_step(
                 cfg, step, model, reference, optimizer, tokenizer, device, selection, worker, sampler, precision
             )
@@ -242,16 +260,18 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             saved = None
             if cfg.eval_every and step % cfg.eval_every == 0:
                 saved = save()
-                metrics.update(_evaluate(cfg, out, step, saved, model, sampler, device))
+                if main:  # (under torchrun rank 0 alone evaluates)
+                    metrics.update(_evaluate(cfg, out, step, saved, model, sampler, device))
             log.write(step, metrics)
-            if progress:
+            if progress and main:
                 print(_progress_line(step, cfg.max_steps, metrics), flush=True)
             budget_spent = cfg.max_generations is not None and generations_total >= cfg.max_generations
             due = (cfg.save_every and step % cfg.save_every == 0) or step == cfg.max_steps or budget_spent
             if due and saved is None:  # an evaluated step is already saved
                 save()
             if budget_spent:
-                print(f"rollout budget of {cfg.max_generations} generations spent at step {step}")
+                if main:
+                    print(f"rollout budget of {cfg.max_generations} generations spent at step {step}")
                 break
     finally:
         log.close()
@@ -336,11 +356,18 @@ def train_step(
         prompts = [g.prompt_ids for g in groups for _ in g.completion_ids]
         with_logp = all(g.sampler_logp is not None for g in groups)
         sampled = [lp for g in groups for lp in g.sampler_logp] if with_logp else None
+        ctx = distributed.context()
+        shard = ctx.shard(len(groups)) if ctx else None  # this rank's rows, minibatch by minibatch
+        if shard:
+            prompts, completions, advantages, keep, sampled = shard.take(
+                prompts, completions, advantages, keep, sampled
+            )
         batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device, sampled)
         batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size)
         if reference is not None:
             batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size)
-        metrics.update(policy_update(model, optimizer, batch, cfg, precision or Precision(cfg, device)))
+        learner = ctx.train_model if ctx else model
+        metrics.update(policy_update(learner, optimizer, batch, cfg, precision or Precision(cfg, device), shard))
         metrics["reward_mean"] = float(rewards.mean())
         metrics["trained_zero_variance_fraction"] = zero_variance_fraction(rewards, cfg.group_size)
     metrics["time_learn"] = round(time.perf_counter() - t0, 3)
@@ -359,20 +386,17 @@ def _save(
     cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total, precision
 ) -> Path:
     """The HF export is written from the float32 master weights (exact resume; ``trainers.precision``)."""
-    return save_checkpoint(
-        out,
-        step,
-        model,
-        tokenizer,
-        optimizer if cfg.save_optimizer else None,
-        {
-            "scheduler": scheduler.state_dict(),
-            "curriculum": curriculum.state_dict(),
-            "selection": selection.state_dict(),
-            "generations_total": generations_total,
-            "precision": precision.state_dict(),
-        },
-    )
+    trainer = {
+        "scheduler": scheduler.state_dict(),
+        "curriculum": curriculum.state_dict(),
+        "selection": selection.state_dict(),
+        "generations_total": generations_total,
+        "precision": precision.state_dict(),
+    }
+    optimizer = optimizer if cfg.save_optimizer else None
+    if ctx := distributed.context():  # sharded (DCP) + the HF export, every rank taking part
+        return ctx.save_checkpoint(out, step, tokenizer, optimizer, trainer)
+    return save_checkpoint(out, step, model, tokenizer, optimizer, trainer)
 
 
 def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler, device) -> dict[str, Any]:

@@ -200,16 +200,36 @@ def sampler_mismatch(
     the tokens were drawn from the sampler p and e^d = q/p with q the learner, and
     E_p[q/p − 1 − log(q/p)] = E_p[log p/q], so this is Schulman's k3 estimate of
     KL(π_sampler ‖ π_learner) (``k3_kl`` with the sampler as the sampling policy)."""
+    return mismatch_metrics(mismatch_sums(old_logp, sampler_logp, mask, tis_cap), tis_cap)
+
+
+def mismatch_sums(
+    old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, tis_cap: float | None = None
+) -> dict[str, float]:
+    """Token count, Σ|d|, Σ k3, capped count (sums) and max e^d (a max) over the trained tokens:
+    what ranks add up (``max`` for ``ratio_max``) before ``mismatch_metrics`` divides."""
     trained = mask > 0
-    if not bool(trained.any()):
-        return dict.fromkeys(MISMATCH_METRICS)
     sampled, learner = sampler_logp[trained].double(), old_logp[trained].double()
     d = learner - sampled
     return {
-        "mismatch_logp_abs_mean": float(d.abs().mean()),
-        "mismatch_ratio_max": float(d.exp().max()),
-        "mismatch_kl": float(k3_kl(sampled, learner).mean()),
-        "tis_capped_fraction": None if tis_cap is None else float((d.exp() > tis_cap).double().mean()),
+        "tokens": float(trained.sum()),
+        "abs": float(d.abs().sum()),
+        "kl": float(k3_kl(sampled, learner).sum()),
+        "capped": float((d.exp() > tis_cap).sum()) if tis_cap is not None else 0.0,
+        "ratio_max": float(d.exp().max()) if d.numel() else 0.0,
+    }
+
+
+def mismatch_metrics(sums: dict[str, float], tis_cap: float | None) -> dict[str, float | None]:
+    """``MISMATCH_METRICS`` from (possibly rank-summed) ``mismatch_sums``; null without tokens."""
+    n = sums["tokens"]
+    if not n:
+        return dict.fromkeys(MISMATCH_METRICS)
+    return {
+        "mismatch_logp_abs_mean": sums["abs"] / n,
+        "mismatch_ratio_max": sums["ratio_max"],
+        "mismatch_kl": sums["kl"] / n,
+        "tis_capped_fraction": None if tis_cap is None else sums["capped"] / n,
     }
 
 

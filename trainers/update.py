@@ -19,8 +19,9 @@ from trainers.losses import (
     MISMATCH_METRICS,
     completion_logprobs,
     k3_kl,
+    mismatch_metrics,
+    mismatch_sums,
     policy_loss_terms,
-    sampler_mismatch,
     tis_weights,
     token_weights,
 )
@@ -105,15 +106,25 @@ UPDATE_METRICS = (
 
 
 def policy_update(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: Any, precision: Precision = FULL
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    cfg: Any,
+    precision: Precision = FULL,
+    shard: Any = None,
 ) -> dict[str, Any]:
     """μ passes over the batch in minibatches (in order, no shuffling, as oat does). With
     ``cfg.tis_cap`` and sampler log-probs, each token's policy loss is multiplied by its truncated
     importance weight (computed once, before the update; no gradient). ``precision`` scales the
-    loss under float16 compute (autocast itself is in the model's forward)."""
+    loss under float16 compute (autocast itself is in the model's forward). Under torchrun
+    ``shard`` (``trainers.distributed.Shard``) gives this rank's part of each global minibatch, the
+    factor from local to global normalisation, the gradient-sync points and the metric reduction."""
     rows = batch.input_ids.shape[0]
     size = cfg.minibatch_size or rows
-    params = [p for p in model.parameters() if p.requires_grad]
+    minibatches = shard.minibatches if shard else [slice(s, min(rows, s + size)) for s in range(0, rows, size)]
+    scales = shard.scales(batch.completion_mask, cfg) if shard else [1.0] * len(minibatches)
+    # the optimizer's parameters (under FSDP the module may hold unsharded copies between passes)
+    params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
     tis_cap = cfg.tis_cap
     sampled = batch.sampler_logp
     tis = tis_weights(batch.old_logp, sampled, tis_cap) if tis_cap and sampled is not None else None
@@ -121,12 +132,14 @@ def policy_update(
     grad_norms = []
     model.train()
     for _ in range(cfg.mu):
-        for start in range(0, rows, size):
-            mb = slice(start, min(rows, start + size))
-            weights = token_weights(batch.completion_mask[mb], cfg.loss_agg, cfg.normaliser)  # once per minibatch
+        for mb, scale in zip(minibatches, scales):
+            # once per minibatch, never per micro-batch (the module docstring says why)
+            weights = token_weights(batch.completion_mask[mb], cfg.loss_agg, cfg.normaliser) * scale
             optimizer.zero_grad(set_to_none=True)
             for m0 in range(mb.start, mb.stop, cfg.micro_batch_size):
                 m = slice(m0, min(mb.stop, m0 + cfg.micro_batch_size))
+                if shard:
+                    shard.sync_gradients(model, m.stop == mb.stop)
                 mask = batch.completion_mask[m]
                 logp, entropy = completion_logprobs(
                     model, batch.input_ids[m], batch.attention_mask[m], mask, with_entropy=True
@@ -149,16 +162,16 @@ def policy_update(
                     totals["entropy"] += float((entropy * mask).sum())
                     totals["loss"] += float(loss)
             precision.unscale(optimizer)
-            grad_norms.append(
-                float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf")))
-            )
+            norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+            grad_norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))  # FSDP: DTensor
             precision.step(optimizer)
+    if shard:
+        totals = shard.reduce(totals)
     tokens = max(totals["tokens"], 1.0)
-    mismatch = (
-        dict.fromkeys(MISMATCH_METRICS)
-        if sampled is None
-        else sampler_mismatch(batch.old_logp, sampled, batch.completion_mask, tis_cap)
-    )
+    mismatch = dict.fromkeys(MISMATCH_METRICS)
+    if sampled is not None:
+        sums = mismatch_sums(batch.old_logp, sampled, batch.completion_mask, tis_cap)
+        mismatch = mismatch_metrics(shard.reduce_mismatch(sums) if shard else sums, tis_cap)
     return {  # keys: UPDATE_METRICS
         "loss": totals["loss"] / max(1, len(grad_norms)),
         "clip_low_fraction": totals["clip_low"] / tokens,

@@ -106,8 +106,10 @@ class VLLMRollout:
 
     @torch.no_grad()
     def sync(self, model: torch.nn.Module) -> None:
+        from trainers.distributed import full_named_parameters
+
         dtype = getattr(torch, compute_dtype_name(self.cfg))  # float32 masters cast here, tensor by tensor
-        push_weights(self.llm, ((name, p.to(dtype)) for name, p in model.named_parameters()))
+        push_weights(self.llm, ((name, p.to(dtype)) for name, p in full_named_parameters(model)))  # FSDP gathered
 
     def eval_backend(self) -> VLLMBackend:
         """The same engine as an evaluation backend (``rlvr eval`` on the synced weights, no second engine)."""
