@@ -62,6 +62,19 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._seen = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):  # type: ignore[override]
+        """A flag this parser does not know explains a missing required one (``--inpt``): say so."""
+        if message.startswith("the following arguments are required"):
+            known = {s for a in self._actions for s in a.option_strings}
+            unknown = [x for x in getattr(self, "_seen", []) if x.startswith("--") and x.split("=", 1)[0] not in known]
+            if unknown:
+                message = unknown_flag_message(self, unknown)
+        super().error(message)
+
     def parse_args(self, args=None, namespace=None):  # type: ignore[override]
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
@@ -89,7 +102,7 @@ def unknown_flag_message(parser: argparse.ArgumentParser, extras: list[str]) -> 
     if not unknown:
         return f"unexpected argument(s) {' '.join(extras)}; see `{parser.prog} --help`"
     first = unknown[0].split("=", 1)[0]
-    guesses = [f for f in flags if f.startswith(first)] or difflib.get_close_matches(first, flags, n=2, cutoff=0.6)
+    guesses = [f for f in flags if f.startswith(first)] or difflib.get_close_matches(first, flags, n=1, cutoff=0.6)
     hint = f"; did you mean {' or '.join(guesses[:2])}?" if guesses else ""
     more = f" (and {' '.join(unknown[1:])})" if len(unknown) > 1 else ""
     return f"unknown flag {first}{more}{hint} (`{parser.prog} --help` lists every flag)"

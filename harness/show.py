@@ -237,6 +237,6 @@ def format_sample(s: dict[str, Any], full: bool = False, color: bool = False) ->
         _indent(completion),
         f"extracted: {s.get('extracted')!s}    gold: {s.get('gold') if s.get('gold') is not None else '?'}",
     ]
-    if s.get("detail"):
+    if s.get("detail") and s.get("detail") != s.get("reason"):
         lines.append(f"detail: {_text(s.get('detail'))}")
     return "\n".join(lines)
