@@ -55,8 +55,9 @@ def load_model(path: str, dtype: str = "auto", device: str = "auto"):
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(dtype, device))
-    except OSError as exc:
-        raise UserError(f"cannot load model {path!r}: {str(exc).splitlines()[0]}") from exc
+    except (OSError, ValueError) as exc:  # a missing or unreadable checkpoint, an unknown architecture
+        lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+        raise UserError(f"cannot load model {path!r}: {lines[0][:300]}") from exc
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

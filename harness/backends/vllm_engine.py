@@ -143,10 +143,28 @@ def start_engine(
     else:
         kwargs["gpu_memory_utilization"] = gpu_memory_utilization
     with _env(MULTIPROCESSING_ENV, "0" if in_process else None), preserved_host_state():
-        llm = vllm.LLM(**kwargs)
+        try:
+            llm = vllm.LLM(**kwargs)
+        except (ValueError, MemoryError) as exc:  # vLLM's checks of the settings (pydantic), or no room
+            raise UserError(f"vLLM cannot start with these settings: {engine_error_line(exc)}") from exc
+        except RuntimeError as exc:
+            if "out of memory" not in str(exc).lower():
+                raise
+            raise UserError(
+                f"vLLM ran out of memory starting the engine ({engine_error_line(exc)}); lower "
+                "--gpu-memory-utilization / --kv-cache-gb or --max-model-len"
+            ) from exc
     if in_process:
         check_in_process(llm)
     return llm
+
+
+def engine_error_line(exc: BaseException, limit: int = 400) -> str:
+    """One line from vLLM's (often multi-line, pydantic) error: its meaningful lines joined."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("For further information")]
+    text = "; ".join(lines) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @contextlib.contextmanager
