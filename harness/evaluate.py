@@ -318,6 +318,9 @@ def _generate_and_grade(
     soon as its generation finishes (backends that report samples one by one), or as soon as its
     chunk does (the others), by a grading thread that never holds up generation."""
     t0 = time.time()
+    if cfg.progress and engine is None:
+        where = "on Ray" if cfg.ray else f"with --backend {cfg.backend}"
+        print(f"loading {model['name']} {where}; {len(todo)} samples to generate", file=sys.stderr, flush=True)
     backend: Any = engine or (RayEngines(cfg, model["path"]) if cfg.ray else make_backend(cfg, model["path"]))
     timings["model_load_s"] = round(time.time() - t0, 2)
     params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_tokens, template.stop, template.include_stop)

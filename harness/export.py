@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.errors import UserError
 from harness.paths import inside, replace_dir
-from harness.report_format import markdown_table, percent_ci
+from harness.report_format import benchmark_label, markdown_table, percent_ci
 from harness.results import CONFIG, SUMMARY, load_samples, read_summary
 
 FORMATS = ("hf", "parquet", "jsonl")
@@ -40,7 +40,13 @@ def dataset_card(summary: dict[str, Any], fmt: str, rows: int) -> str:
     rows_table = markdown_table(
         ["benchmark", "problems", "samples", "mean@n % [95% CI]", "fingerprint"],
         [
-            [name, b["n_problems"], b["n_samples"], percent_ci(b["mean_at_n"]), b.get("fingerprint", "-")]
+            [
+                benchmark_label(name, b, summary),
+                b["n_problems"],
+                b["n_samples"],
+                percent_ci(b["mean_at_n"]),
+                b.get("fingerprint", "-"),
+            ]
             for name, b in summary.get("benchmarks", {}).items()
         ],
     )

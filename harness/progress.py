@@ -4,7 +4,8 @@ Backends report tokens as they are generated (``tokens``: the ``hf`` backend onc
 step, vLLM once per engine step, the ``openai`` backend as each answer arrives) and the grader
 reports each sample as it is graded (``graded``), so the line moves within seconds of the start
 even while a batch of long answers is still being written. On a terminal the line is redrawn in
-place; in a log (stderr not a terminal) one line is printed every ``LOG_EVERY_S`` seconds. Each
+place (also while nothing is reported: a slow prefill, a server's first answer); in a log (stderr
+not a terminal) one line after ``LOG_FIRST_S`` seconds, then one every ``LOG_EVERY_S``. Each
 benchmark gets one line when its last sample is graded, with ``--no-progress`` too.
 """
 
@@ -44,6 +45,7 @@ class EvalProgress:
         live: bool = True,
         stream: TextIO | None = None,
         clock=time.monotonic,
+        ticker: bool = True,
     ):
         self.todo = dict(per_benchmark)
         self.total = sum(self.todo.values())
@@ -63,6 +65,17 @@ class EvalProgress:
         self._last_draw = 0.0
         self._drawn = False
         self._next_log = LOG_FIRST_S
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if live and self.total and ticker:
+            # redraws while nothing is reported (a slow prefill, a remote server's first answer)
+            self._ticker = threading.Thread(target=self._tick, name="rlvr-progress", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(REDRAW_S if self.tty else 1.0):
+            with self._lock:
+                self._maybe_draw()
 
     # ---- reports ------------------------------------------------------------------------
     def tokens(self, n: int) -> None:
@@ -109,6 +122,8 @@ class EvalProgress:
         return None
 
     def status(self) -> str:
+        if not self.done and not self.live_tokens:
+            return f"eval 0/{self.total} samples  {duration(self.elapsed())} elapsed, waiting for the first tokens"
         accuracy = f"  acc {self.correct / self.done:.3f}" if self.done else ""
         return (
             f"eval {self.done}/{self.total} samples{accuracy}  {self.tokens_per_s():.0f} tok/s  "
@@ -147,6 +162,9 @@ class EvalProgress:
         self.stream.flush()
 
     def close(self) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
         with self._lock:
             if self.tty and self._drawn:
                 self.stream.write("\r\033[K" + self.status() + "\n")

@@ -287,7 +287,7 @@ def test_progress_shows_tokens_per_second_and_an_eta_before_any_sample_finishes(
 
     now = [0.0]
     stream = io.StringIO()
-    meter = EvalProgress({"gsm8k": 4, "math500": 2}, max_tokens=100, stream=stream, clock=lambda: now[0])
+    meter = EvalProgress({"gsm8k": 4, "math500": 2}, max_tokens=100, stream=stream, clock=lambda: now[0], ticker=False)
     now[0] = LOG_FIRST_S + 1
     meter.tokens(120)  # a batch of 4 writing: 120 tokens in 6 s, no sample finished yet
     line = stream.getvalue()
@@ -295,13 +295,24 @@ def test_progress_shows_tokens_per_second_and_an_eta_before_any_sample_finishes(
     for _ in range(4):
         meter.graded("gsm8k", True, 30)
     assert "gsm8k: 4 samples generated and graded, 4 correct" in stream.getvalue()
-    quiet = EvalProgress({"gsm8k": 1}, 10, live=False, stream=io.StringIO(), clock=lambda: now[0])
+    quiet = EvalProgress({"gsm8k": 1}, 10, live=False, stream=io.StringIO(), clock=lambda: now[0], ticker=False)
     now[0] += 100
     quiet.tokens(5)
     quiet.graded("gsm8k", False, 5)
     assert quiet.stream.getvalue().splitlines() == [
         "gsm8k: 1 samples generated and graded, 0 correct (0.000), 5 tokens, 1m40s since the start"
     ]
+
+
+def test_progress_moves_before_the_first_token():
+    from harness.progress import EvalProgress
+
+    stream = io.StringIO()
+    meter = EvalProgress({"gsm8k": 2}, max_tokens=100, stream=stream)
+    meter._next_log = 0.5  # the first log line comes after LOG_FIRST_S; sooner here
+    time.sleep(2.0)
+    meter.close()
+    assert "eval 0/2 samples" in stream.getvalue() and "waiting for the first tokens" in stream.getvalue()
 
 
 def test_hf_backend_reports_each_sample_as_it_finishes(tiny_model):
@@ -369,7 +380,17 @@ def test_partial_runs_are_labelled_in_every_leaderboard_table(tmp_path, capsys):
     assert cli(capsys, "leaderboard", "--results", str(results), "--out", str(site), "--no-plots")[0] == 0
     for name in ("README.md", "index.html", "leaderboard.csv"):
         assert "arith (3/110)" in (site / name).read_text(), name
+    make_run(results, "part-b", limit=3)
+    code, out, _ = cli(capsys, "compare", str(results / "part"), str(results / "part-b"))
+    assert code == 0 and "arith (3/110)" in out
+    code, _, err = cli(capsys, "export", str(results / "part"), "--format", "jsonl", "--out", str(tmp_path / "e"))
+    assert code == 0, err
+    assert "arith (3/110)" in (tmp_path / "e" / "README.md").read_text()
+    from harness.ablations import format_template_table
     from harness.summary import format_table
+
+    table = {"benchmarks": ["arith"], "labels": {"arith": "arith (3/110)"}, "rows": []}
+    assert "arith (3/110)" in format_template_table(table)
 
     summary = json.loads((results / "part" / "summary.json").read_text())
     assert "arith (3/110)" in format_table(
@@ -498,3 +519,37 @@ def test_vllm_setting_errors_become_one_line(monkeypatch):
         engine.start_engine("/models/x", device="cpu", in_process=False)
     message = str(caught.value)
     assert "\n" not in message and "max_model_len (100000) is greater" in message and "pydantic.dev" not in message
+
+
+def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path, tiny_model):
+    """The real command, interrupted as a user would: exit 130, every written sample kept, the run
+    marked partial, and one line saying how to resume."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    out = tmp_path / "run"
+    args = ["eval", "--model", tiny_model, "--benchmarks", "arith", "--n", "4", "--temperature", "1.0"]
+    args += ["--max-tokens", "8", "--batch-size", "1", "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    path = out / "samples.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and path.read_text().count("\n") >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    kept = path.read_text().count("\n")
+    assert kept >= 2 and json.loads((out / "partial.json").read_text())["samples"] == kept
+    assert f"interrupted: {kept} samples kept in {out}" in err and "run the same command to resume" in err
+    assert "Traceback" not in err

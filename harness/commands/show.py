@@ -17,7 +17,7 @@ examples:
   rlvr show results/RUN --reason no_answer,timeout   only these verdict reasons
   rlvr show results/RUN --id 'math500/1*' --full     problems by id (globs allowed), nothing cut
   rlvr show results/RUN --grep "sqrt" --limit 0      every sample whose text contains sqrt
-  rlvr show results/RUN --correct --json | jq .id    JSON lines (every field) for scripts
+  rlvr show results/RUN --correct --json            JSON lines (every field), e.g. for jq
 """
 
 
