@@ -22,7 +22,7 @@ from typing import Any
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
 from harness.metrics import macro_average, paired_difference
-from harness.report_format import markdown_table, percent, percent_ci
+from harness.report_format import benchmark_label, markdown_table, percent, percent_ci
 from harness.results import read_samples, write_json
 
 TEMPLATES_DEFAULT = "qwen_math,r1,no_template,fewshot,chat"
@@ -111,7 +111,9 @@ def template_table(cells: list[dict[str, Any]], folder: Path, benchmarks: list[s
             best = max(r["average"]["value"] for r in mine)
             for r in mine:
                 r["best"] = r["average"]["value"] == best
-    return {"benchmarks": list(rows[0]["cells"]) if rows else [], "rows": rows}
+    first = cells[0]["summary"] if cells else {}
+    labels = {b: benchmark_label(b, first["benchmarks"][b], first) for b in (rows[0]["cells"] if rows else [])}
+    return {"benchmarks": list(rows[0]["cells"]) if rows else [], "labels": labels, "rows": rows}
 
 
 def format_template_table(table: dict[str, Any]) -> str:
@@ -128,7 +130,8 @@ def format_template_table(table: dict[str, Any]) -> str:
             ]
         )
         previous = r["model"]
-    return markdown_table(["Model", "Template", *names, "Avg"], rows)
+    labels = table.get("labels") or {}
+    return markdown_table(["Model", "Template", *[labels.get(b, b) for b in names], "Avg"], rows)
 
 
 def ablate_templates(
@@ -179,6 +182,7 @@ def prior_report(cells: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
                     "model": cell["model"],
                     "template": cell["template"],
                     "benchmark": bench,
+                    "label": benchmark_label(bench, m, cell["summary"]),
                     "run": cell["run"],
                     "answer_rate": m.get("answer_rate"),
                     "pass_at_k": {k: v["value"] for k, v in m["pass_at_k"].items()},
@@ -228,7 +232,7 @@ def format_prior(report: dict[str, Any]) -> str:
             [
                 c["model"],
                 f"[{c['template']}]({c['run']}/summary.json)",
-                c["benchmark"],
+                c.get("label", c["benchmark"]),
                 percent(c["answer_rate"]),
                 percent(c["pass_at_k"].get("1")),
                 f"{percent(c['pass_at_k'][ks[-1]]) if ks else '-'} (n={ks[-1] if ks else '-'})",

@@ -1,12 +1,13 @@
 """The ``rlvr`` command line: one entry point, one subcommand per job.
 
-Errors the user can cause print one line that says what to do (exit code 2); anything else is
-a bug and keeps its traceback.
+Errors the user can cause print one line that says what to do (exit code 2), file-system errors
+included (``RLVR_DEBUG=1`` shows their traceback); anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from harness.commands import (
@@ -21,8 +22,9 @@ from harness.commands import (
     leaderboard,
     regrade,
     serve,
+    show,
 )
-from harness.errors import UserError
+from harness.errors import UserError, describe_os_error
 
 DESCRIPTION = """\
 rlvr: reinforcement learning with verifiable rewards.
@@ -32,8 +34,9 @@ training and the grader of every evaluation.
 
 EPILOG = """\
 start here:
-  rlvr demo                                   grade the shipped sample and print verdicts
+  rlvr demo                                   the verifier, an eval, an ablation and RL on the embedded model
   rlvr eval --benchmarks gsm8k --limit 20     evaluate (embedded model by default)
+  rlvr show results/RUN --wrong               look at a run's samples: prompt, completion, verdict
   rlvr benchmarks                             what can be evaluated
   rlvr regrade results/RUN --grader math-verify   grading vs generation: re-grade stored samples
   rlvr compare results/A results/B            paired difference with a 95% CI
@@ -47,11 +50,66 @@ start here:
   rlvr <command> --help                       every command explains its flags
 """
 
-COMMANDS = (eval, regrade, compare, ablate, leaderboard, export, contamination, benchmarks, grade, serve, demo)
+COMMANDS = (eval, show, regrade, compare, ablate, leaderboard, export, contamination, benchmarks, grade, serve, demo)
+
+
+class Parser(argparse.ArgumentParser):
+    """``rlvr``'s parser and every subcommand's (argparse gives subparsers their parent's class):
+    exact flag names only (no prefix matching: ``--benchmark`` is not ``--benchmarks``), and an
+    unknown flag is answered by the subcommand it was given to, with the closest flag it has."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._seen = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):  # type: ignore[override]
+        """A flag this parser does not know explains a missing required one (``--inpt``): say so."""
+        if message.startswith("the following arguments are required"):
+            known = {s for a in self._actions for s in a.option_strings}
+            unknown = [x for x in getattr(self, "_seen", []) if x.startswith("--") and x.split("=", 1)[0] not in known]
+            if unknown:
+                message = unknown_flag_message(self, unknown)
+        super().error(message)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            owner = self._innermost(parsed)
+            owner.error(unknown_flag_message(owner, extras))
+        return parsed
+
+    def _innermost(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The (sub)command parser the user's arguments ended up in."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            chosen = getattr(parsed, action.dest, None) if action is not None and action.dest else None
+            if action is None or chosen not in action.choices:
+                return parser
+            parser = action.choices[chosen]
+
+
+def unknown_flag_message(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """``unknown flag --benchmark; did you mean --benchmarks?`` (difflib over the parser's flags)."""
+    import difflib
+
+    flags = sorted({s for a in parser._actions for s in a.option_strings if s.startswith("--")})
+    unknown = [x for x in extras if x.startswith("-")]
+    if not unknown:
+        return f"unexpected argument(s) {' '.join(extras)}; see `{parser.prog} --help`"
+    first = unknown[0].split("=", 1)[0]
+    guesses = [f for f in flags if f.startswith(first)] or difflib.get_close_matches(first, flags, n=1, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(guesses[:2])}?" if guesses else ""
+    more = f" (and {' '.join(unknown[1:])})" if len(unknown) > 1 else ""
+    return f"unknown flag {first}{more}{hint} (`{parser.prog} --help` lists every flag)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rlvr", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     from sandbox.version import PACKAGE_VERSION
@@ -79,22 +137,53 @@ def plugin_commands() -> list:
     return modules
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: finished work is kept and what is half-made is cleaned up."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    import signal
+    import threading
+
+    handled = (
+        threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    )
+    if handled:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _run(args)
+    finally:
+        if handled:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"rlvr {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"rlvr {args.command}: interrupted; results written so far are kept", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # the file system's and the network's errors are the user's to fix (a path, a permission,
+        # a full disk): one line naming the path; RLVR_DEBUG=1 keeps the traceback
+        if os.environ.get("RLVR_DEBUG"):
+            raise
+        print(f"rlvr {args.command}: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        print(f"rlvr {args.command}: interrupted; results written so far are kept", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.errors import UserError
 from harness.metrics import paired_difference
-from harness.report_format import flatten
+from harness.report_format import benchmark_label, flatten
 from harness.results import read_samples, read_summary
 
 
@@ -45,6 +45,7 @@ def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
         diff = paired_difference([a[name][pid] for pid in shared], [b[name][pid] for pid in shared])
         diff["mean_a"] = round(sum(sum(a[name][p]) / len(a[name][p]) for p in shared) / len(shared), 6)
         diff["mean_b"] = round(sum(sum(b[name][p]) / len(b[name][p]) for p in shared) / len(shared), 6)
+        diff["label"] = benchmark_label(name, summaries[0]["benchmarks"].get(name, {}), summaries[0])
         result["benchmarks"][name] = diff
     if not result["benchmarks"]:
         raise UserError("the two runs share no evaluated problems")
@@ -64,8 +65,9 @@ def format_comparison(result: dict[str, Any]) -> str:
     for name, d in result["benchmarks"].items():
         lo, hi = d["ci95"]
         ci = f"{100 * d['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+        label = d.get("label", name)
         lines.append(
-            f"{name:<16} {d['n_problems']:>8} {100 * d['mean_a']:>7.1f} {100 * d['mean_b']:>7.1f} {ci:>24} "
+            f"{label:<16} {d['n_problems']:>8} {100 * d['mean_a']:>7.1f} {100 * d['mean_b']:>7.1f} {ci:>24} "
             f"{d['b_better']:>5} {d['a_better']:>5}"
         )
     return "\n".join(lines)

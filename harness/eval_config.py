@@ -85,6 +85,21 @@ class EvalConfig:
             (self.max_tokens >= 1, "--max-tokens must be at least 1"),
             (self.limit is None or self.limit >= 1, "--limit must be at least 1"),
             (self.batch_size >= 1, "--batch-size must be at least 1"),
+            (self.shots >= 0, "--shots must be 0 or more"),
+            (self.concurrency >= 1, "--concurrency must be at least 1"),
+            (self.max_model_len is None or self.max_model_len >= 1, "--max-model-len must be at least 1"),
+            (self.workers is None or self.workers >= 1, "--workers must be at least 1"),
+            (
+                0 < self.gpu_memory_utilization <= 1,
+                f"--gpu-memory-utilization is the share of GPU memory vLLM may use: a number in (0, 1], e.g. 0.85 "
+                f"(got {self.gpu_memory_utilization:g})",
+            ),
+            (
+                self.kv_cache_gb > 0,
+                f"--kv-cache-gb must be a positive number of GiB, e.g. 1 (got {self.kv_cache_gb:g})",
+            ),
+            (self.ray_actors is None or self.ray_actors >= 1, "--ray-actors must be at least 1"),
+            (self.ray_cpus_per_actor > 0, "--ray-cpus-per-actor must be positive"),
             (self.backend in BACKENDS, f"--backend must be one of {', '.join(BACKENDS)}"),
             (self.math_timeout > 0, "--math-timeout must be positive"),
             (self.kind in (None, "math", "code"), "--kind must be math or code"),
@@ -96,6 +111,26 @@ class EvalConfig:
         for k in self.pass_k or []:
             if k < 1 or k > self.n:
                 raise UserError(f"pass@{k} needs k between 1 and --n ({self.n}); raise --n or drop k={k}")
+
+    def warnings(self, device: str | None = None) -> list[str]:
+        """Settings that are valid but will not do what the user likely means. ``device``: where the
+        vllm backend will run (``cpu`` / ``cuda``), when known."""
+        out = []
+        if self.n > 1 and self.temperature == 0:
+            out.append(
+                f"--n {self.n} with --temperature 0 (greedy) draws {self.n} identical samples: pass@k and maj@k then "
+                "equal mean@1; set --temperature (e.g. 0.6) for pass@k"
+            )
+        default = EvalConfig.__dataclass_fields__
+        if self.gpu_memory_utilization != default["gpu_memory_utilization"].default and (
+            self.backend != "vllm" or device == "cpu"
+        ):
+            where = "the CPU (its KV cache is --kv-cache-gb)" if self.backend == "vllm" else f"--backend {self.backend}"
+            out.append(f"--gpu-memory-utilization applies to the vllm backend on a GPU; ignored on {where}")
+        if self.kv_cache_gb != default["kv_cache_gb"].default and (self.backend != "vllm" or device == "cuda"):
+            where = "a GPU (use --gpu-memory-utilization)" if self.backend == "vllm" else f"--backend {self.backend}"
+            out.append(f"--kv-cache-gb applies to the vllm backend on a CPU; ignored on {where}")
+        return out
 
     def run_dir(self) -> Path:
         """``--out``, or a name built from the command so rerunning it resumes the same run."""

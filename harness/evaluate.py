@@ -1,13 +1,18 @@
 """``rlvr eval``: generate, grade with the sandbox verifiers, and log every sample as it finishes.
 
 The run directory is the unit of work: the same command finds the samples already written and
-generates only the rest, so a killed run loses at most the batch in flight. Everything that
+generates only the rest. Each sample is graded and written as soon as it is generated, so a
+killed run loses only the samples still being written. Everything that
 changes scores is hashed into the protocol fingerprint (``harness.fingerprint``).
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import queue
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +27,10 @@ from harness.errors import UserError
 from harness.eval_config import EvalConfig
 from harness.fingerprint import describe_backend, fingerprints, hardware, protocol_fields, versions
 from harness.grading import EvalGrader
+from harness.paths import output_dir
+from harness.progress import EvalProgress
 from harness.ray_eval import RayEngines
-from harness.results import CONFIG, SUMMARY, SampleLog, read_samples, rewrite_samples, write_json
+from harness.results import CONFIG, PARTIAL, SAMPLES, SUMMARY, SampleLog, read_samples, rewrite_samples, write_json
 from harness.summary import benchmark_metrics, format_table
 from harness.templates import Prompt, Template, load_template, pick_shots, render
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
@@ -37,6 +44,8 @@ class BenchmarkRun:
     instruction: str
     shot_pool: list[Problem] = field(default_factory=list)
     notes: str = ""
+    #: problems in the whole benchmark (more than ``len(problems)`` under ``--limit``)
+    total: int = 0
 
 
 def select_benchmarks(cfg: EvalConfig, template: Template) -> list[BenchmarkRun]:
@@ -64,6 +73,7 @@ def select_benchmarks(cfg: EvalConfig, template: Template) -> list[BenchmarkRun]
                     instruction,
                     problems,
                     "local data",
+                    len(problems),
                 )
             )
             continue
@@ -72,7 +82,8 @@ def select_benchmarks(cfg: EvalConfig, template: Template) -> list[BenchmarkRun]
         if template.kind == "fewshot" and not pool:
             raise UserError(f"{spec.name} has no worked solutions for few-shot prompts; use another --template")
         problems = with_math_policy(load_problems(spec.name, cfg.limit), cfg.policy)
-        runs.append(BenchmarkRun(spec.name, spec.kind, problems, spec.instruction, pool, spec.notes))
+        total = len(load_problems(spec.name))
+        runs.append(BenchmarkRun(spec.name, spec.kind, problems, spec.instruction, pool, spec.notes, total))
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise UserError(f"benchmark listed twice: {names}")
@@ -106,14 +117,16 @@ def make_backend(cfg: EvalConfig, model_path: str) -> Backend:
     return OpenAIBackend(model_path, cfg.base_url, os.environ.get(cfg.api_key_env), cfg.concurrency)
 
 
-def preflight(cfg: EvalConfig) -> None:
-    """Fail before writing anything when the backend cannot run here."""
+def preflight(cfg: EvalConfig) -> str | None:
+    """Fail before writing anything when the backend cannot run here; the vllm backend's device
+    (``cpu`` / ``cuda``) when it is the backend."""
     if cfg.backend == "vllm":
         from harness.backends.vllm_engine import require_vllm
 
-        require_vllm(cfg.device)
+        return require_vllm(cfg.device)[1]
     if cfg.backend == "openai" and not cfg.base_url:
         raise UserError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
+    return None
 
 
 def resolve_run_model(cfg: EvalConfig) -> dict[str, Any]:
@@ -172,15 +185,13 @@ def _chunk_size(cfg: EvalConfig) -> int:
     return {"hf": cfg.batch_size, "vllm": max(256, cfg.batch_size), "openai": 4 * cfg.concurrency}[cfg.backend]
 
 
-def _progress(total: int, enabled: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="sample", dynamic_ncols=True, disable=not enabled or total == 0, desc="eval")
-
-
 def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
     """Evaluate ``cfg``; ``engine`` is a live backend to generate with instead of loading the model
-    (a trainer's synced vLLM engine: its weights must be those of ``cfg.model``)."""
+    (a trainer's synced vLLM engine: its weights must be those of ``cfg.model``).
+
+    Everything that can be checked is checked before the run directory is touched. A run that
+    fails or is interrupted before its first sample leaves nothing behind (what it created is
+    removed); one with samples keeps them, marked by ``partial.json`` until a rerun finishes it."""
     started = time.time()
     if cfg.model is None and cfg.backend != "openai":
         from harness.models import EMBEDDED_NAME
@@ -188,38 +199,109 @@ def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
         cfg.model = EMBEDDED_NAME  # recorded by name, so config.yaml says what ran
     template = load_template(cfg.template, cfg.shots)
     runs = select_benchmarks(cfg, template)
-    run_dir = cfg.run_dir()
+    run_dir = check_run_dir(cfg.run_dir(), "--out" if cfg.out else "the run directory")
     check_resume(run_dir, cfg)
-    preflight(cfg)
+    device = preflight(cfg) if engine is None else None
+    for warning in cfg.warnings(device):
+        print(f"warning: {warning}", file=sys.stderr)
     model = resolve_run_model(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    dump_config(cfg, run_dir / CONFIG)
+    made = _Made(run_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        dump_config(cfg, run_dir / CONFIG)
+        summary = _evaluate(cfg, runs, template, model, run_dir, engine, started)
+    except BaseException as exc:
+        kept = made.clean_up(exc)
+        if kept and isinstance(exc, KeyboardInterrupt):
+            print(
+                f"\ninterrupted: {kept} samples kept in {run_dir} (partial.json marks it); run the same command to "
+                "resume",
+                file=sys.stderr,
+            )
+        raise
+    (run_dir / PARTIAL).unlink(missing_ok=True)
+    write_json(run_dir / SUMMARY, summary)
+    return summary
+
+
+class _Made:
+    """What ``run_eval`` created, so a run that fails before its first sample removes it."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.new_dir = not run_dir.exists()
+        self.new_config = not (run_dir / CONFIG).exists()
+
+    def clean_up(self, exc: BaseException) -> int:
+        """Remove what this run made if it holds no samples; else mark the run partial. Returns
+        the samples kept."""
+        kept = len(read_samples(self.run_dir)) if self.run_dir.is_dir() else 0
+        if kept:
+            reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+            write_json(
+                self.run_dir / PARTIAL,
+                {
+                    "status": "partial",
+                    "reason": reason.splitlines()[0][:300] if reason else type(exc).__name__,
+                    "samples": kept,
+                    "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "resume": "run the same `rlvr eval` command again: finished samples are kept",
+                },
+            )
+            return kept
+        for name in ([CONFIG] if self.new_config else []) + [SAMPLES]:
+            path = self.run_dir / name
+            if path.is_file() and (name == CONFIG or path.stat().st_size == 0):
+                path.unlink()
+        if self.new_dir:
+            try:
+                self.run_dir.rmdir()  # only if empty: never what someone else put there
+            except OSError:
+                pass
+        return 0
+
+
+def check_run_dir(run_dir: Path, flag: str) -> Path:
+    """The run directory must be a directory (or creatable) and, if it holds files, a run's."""
+    output_dir(run_dir, flag)
+    if run_dir.is_dir() and not (run_dir / CONFIG).exists() and not (run_dir / SAMPLES).exists():
+        others = sorted(p.name for p in run_dir.iterdir())[:3]
+        if others:
+            raise UserError(
+                f"{flag} {run_dir} holds other files ({', '.join(others)}) and no run; pass a new or empty directory"
+            )
+    return run_dir
+
+
+def _evaluate(
+    cfg: EvalConfig,
+    runs: list[BenchmarkRun],
+    template: Template,
+    model: dict[str, Any],
+    run_dir: Path,
+    engine: Backend | None,
+    started: float,
+) -> dict[str, Any]:
     stored = read_samples(run_dir, repair=True)
     done = {(r["id"], r["sample_idx"]) for r in stored}
     todo = [(run, p, j) for run in runs for p in run.problems for j in range(cfg.n) if (p.id, j) not in done]
     grader = EvalGrader(cfg.workers, cfg.math_timeout, cfg.code_limits, test_details=cfg.test_details)
     try:
         refresh_stale_verdicts(run_dir, stored, {p.id: p for run in runs for p in run.problems}, grader)
-    except BaseException:
-        grader.close()
-        raise
-    timings = {
-        "model_load_s": 0.0,
-        "generation_s": 0.0,
-        "grading_s": 0.0,
-        "samples_generated": len(todo),
-        "samples_resumed": len(done),
-        "tokens_generated": 0,
-    }
-    try:
+        timings = {
+            "model_load_s": 0.0,
+            "generation_s": 0.0,
+            "grading_s": 0.0,
+            "samples_generated": len(todo),
+            "samples_resumed": len(done),
+            "tokens_generated": 0,
+        }
         if todo:
             _generate_and_grade(cfg, template, todo, model, grader, run_dir, timings, engine)
         timings["total_s"] = round(time.time() - started, 2)
-        summary = summarize_run(cfg, runs, template, grader, model, run_dir, timings)
+        return summarize_run(cfg, runs, template, grader, model, run_dir, timings)
     finally:
         grader.close()
-    write_json(run_dir / SUMMARY, summary)
-    return summary
 
 
 def _generate_and_grade(
@@ -232,12 +314,13 @@ def _generate_and_grade(
     timings: dict[str, Any],
     engine: Backend | None = None,
 ) -> None:
-    if cfg.temperature == 0 and cfg.n > 1:
-        print(
-            f"note: greedy decoding (--temperature 0) with --n {cfg.n} repeats the same sample; set --temperature for "
-            "pass@k"
-        )
+    """Generate ``todo`` chunk by chunk; each sample is graded and appended to samples.jsonl as
+    soon as its generation finishes (backends that report samples one by one), or as soon as its
+    chunk does (the others), by a grading thread that never holds up generation."""
     t0 = time.time()
+    if cfg.progress and engine is None:
+        where = "on Ray" if cfg.ray else f"with --backend {cfg.backend}"
+        print(f"loading {model['name']} {where}; {len(todo)} samples to generate", file=sys.stderr, flush=True)
     backend: Any = engine or (RayEngines(cfg, model["path"]) if cfg.ray else make_backend(cfg, model["path"]))
     timings["model_load_s"] = round(time.time() - t0, 2)
     params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_tokens, template.stop, template.include_stop)
@@ -252,35 +335,45 @@ def _generate_and_grade(
                 prompts[problem.id] = build_prompt(template, run, problem)
             requests.append(GenerationRequest(prompts[problem.id], sample_seed(cfg.seed, problem.id, j)))
         request_chunks.append(requests)
-    if cfg.ray:
-        generated = backend.generate_chunks(request_chunks, params)
-    else:
-        generated = (backend.generate(requests, params) for requests in request_chunks)
-    log = SampleLog(run_dir)
-    progress = _progress(len(todo), cfg.progress)
-    correct = 0
-    seen = 0
+    per_benchmark: dict[str, int] = {}
+    for run, _, _ in todo:
+        per_benchmark[run.name] = per_benchmark.get(run.name, 0) + 1
+    meter = EvalProgress(per_benchmark, cfg.max_tokens, live=cfg.progress)
+    sink = GradingSink(grader, SampleLog(run_dir), meter, template, timings)
+    streaming = not cfg.ray and accepts_callbacks(backend)
     try:
-        for chunk, requests in zip(chunks, request_chunks):
+        if cfg.ray:
+            generated = backend.generate_chunks(request_chunks, params)
+            for chunk, requests in zip(chunks, request_chunks):
+                t0 = time.time()
+                generations = next(generated)
+                timings["generation_s"] += time.time() - t0
+                for item, request, generation in zip(chunk, requests, generations):
+                    sink.put(item, request, generation)
+        for chunk, requests in zip(chunks, request_chunks) if not cfg.ray else ():
             t0 = time.time()
-            generations = next(generated)
+            if streaming:
+                reported: set[int] = set()
+
+                def on_sample(i: int, generation: Any, chunk: list = chunk, requests: list = requests) -> None:
+                    reported.add(i)
+                    sink.put(chunk[i], requests[i], generation)
+
+                generations = backend.generate(requests, params, on_sample=on_sample, on_tokens=meter.tokens)
+                for i, generation in enumerate(generations):
+                    if i not in reported:
+                        sink.put(chunk[i], requests[i], generation)
+            else:
+                generations = backend.generate(requests, params)
+                for item, request, generation in zip(chunk, requests, generations):
+                    sink.put(item, request, generation)
             timings["generation_s"] += time.time() - t0
-            t0 = time.time()
-            verdicts = grader.grade([(problem, g.text) for (_, problem, _), g in zip(chunk, generations)])
-            timings["grading_s"] += time.time() - t0
-            records = []
-            for (run, problem, j), request, g, v in zip(chunk, requests, generations, verdicts):
-                records.append(sample_record(run.name, problem, j, request.seed, template, g, v))
-                timings["tokens_generated"] += g.n_tokens or 0
-            log.write(records)
-            seen += len(records)
-            correct += sum(1 for r in records if r["correct"])
-            progress.update(len(records))
-            progress.set_postfix(acc=f"{correct / seen:.3f}", refresh=False)
     finally:
-        progress.close()
-        log.close()
-        backend.close()
+        try:
+            sink.close()  # grades and writes every sample already generated, Ctrl-C or not
+        finally:
+            meter.close()
+            backend.close()
     for key in ("generation_s", "grading_s"):
         timings[key] = round(timings[key], 2)
     if timings["generation_s"]:
@@ -288,6 +381,74 @@ def _generate_and_grade(
         timings["samples_per_s"] = round(
             timings["samples_generated"] / (timings["generation_s"] + timings["grading_s"]), 3
         )
+
+
+def accepts_callbacks(backend: Any) -> bool:
+    """Does ``backend.generate`` report samples as they finish (``on_sample`` / ``on_tokens``)?"""
+    try:
+        parameters = inspect.signature(backend.generate).parameters
+    except (TypeError, ValueError):
+        return False
+    return "on_sample" in parameters and "on_tokens" in parameters
+
+
+class GradingSink:
+    """A thread that grades generated samples as they arrive and appends each record to the
+    sample log (made durable before the next batch), so a crash or Ctrl-C keeps every sample
+    that was graded. Samples waiting when the run stops are graded and written by ``close``."""
+
+    _STOP = object()
+
+    def __init__(self, grader: EvalGrader, log: SampleLog, meter: EvalProgress, template: Template, timings: dict):
+        self.grader, self.log, self.meter, self.template, self.timings = grader, log, meter, template, timings
+        self.queue: queue.Queue = queue.Queue()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._work, name="rlvr-grading", daemon=True)
+        self.thread.start()
+
+    def put(self, item: tuple, request: GenerationRequest, generation: Any) -> None:
+        if self.error is not None:
+            raise RuntimeError("grading failed") from self.error
+        self.queue.put((item, request, generation))
+
+    def _work(self) -> None:
+        stopping = False
+        while not stopping:
+            batch = [self.queue.get()]
+            while True:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            stopping = any(entry is self._STOP for entry in batch)
+            batch = [entry for entry in batch if entry is not self._STOP]
+            if not batch or self.error is not None:
+                continue
+            try:
+                self._grade(batch)
+            except BaseException as exc:  # reported to the generating thread by put / close
+                self.error = exc
+
+    def _grade(self, batch: list) -> None:
+        t0 = time.time()
+        verdicts = self.grader.grade([(problem, g.text) for (_, problem, _), _, g in batch])
+        self.timings["grading_s"] += time.time() - t0
+        records = []
+        for ((run, problem, j), request, g), v in zip(batch, verdicts):
+            records.append(sample_record(run.name, problem, j, request.seed, self.template, g, v))
+            self.timings["tokens_generated"] += g.n_tokens or 0
+        self.log.write(records)
+        for record in records:
+            self.meter.graded(record["benchmark"], record["correct"], record["n_tokens"])
+
+    def close(self) -> None:
+        self.queue.put(self._STOP)
+        try:
+            self.thread.join()
+        finally:
+            self.log.close()
+        if self.error is not None:
+            raise self.error
 
 
 def sample_record(
@@ -302,6 +463,8 @@ def sample_record(
         "prompt": generation.prompt,
         "completion": generation.text,
         "extracted": verdict.extracted,
+        # the math gold (not secret; code tests stay out of the log, as the verifiers' details do)
+        "gold": str(problem.gold.get("answer")) if problem.kind == "math" and "answer" in problem.gold else None,
         "correct": bool(verdict.correct),
         "reward": verdict.reward,
         "reason": verdict.reason,
@@ -351,6 +514,7 @@ def summarize_run(
             cfg.max_tokens,
         )
         metrics.update(kind=run.kind, data_revision=revisions[run.name], fingerprint=prints["per_benchmark"][run.name])
+        metrics["n_problems_total"] = max(run.total, len(run.problems))
         if run.notes:
             metrics["notes"] = run.notes
         benchmarks[run.name] = metrics

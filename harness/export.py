@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
-from harness.report_format import markdown_table, percent_ci
+from harness.paths import inside, replace_dir
+from harness.report_format import benchmark_label, markdown_table, percent_ci
 from harness.results import CONFIG, SUMMARY, load_samples, read_summary
 
 FORMATS = ("hf", "parquet", "jsonl")
@@ -39,7 +40,13 @@ def dataset_card(summary: dict[str, Any], fmt: str, rows: int) -> str:
     rows_table = markdown_table(
         ["benchmark", "problems", "samples", "mean@n % [95% CI]", "fingerprint"],
         [
-            [name, b["n_problems"], b["n_samples"], percent_ci(b["mean_at_n"]), b.get("fingerprint", "-")]
+            [
+                benchmark_label(name, b, summary),
+                b["n_problems"],
+                b["n_samples"],
+                percent_ci(b["mean_at_n"]),
+                b.get("fingerprint", "-"),
+            ]
             for name, b in summary.get("benchmarks", {}).items()
         ],
     )
@@ -67,38 +74,41 @@ def dataset_card(summary: dict[str, Any], fmt: str, rows: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def export_run(run_dir: str | Path, fmt: str, out: str | Path) -> Path:
-    """Write the samples of ``run_dir`` as ``fmt`` under ``out`` (replacing what was there)."""
+def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool = False) -> Path:
+    """Write the samples of ``run_dir`` as ``fmt`` under ``out``. ``out`` must be new or empty
+    unless ``overwrite``; either way it is built in a temporary sibling and renamed into place, so
+    a failed export changes nothing, and it may never hold (or be) the run it exports."""
     run_dir, out = Path(run_dir), Path(out)
     if fmt not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)}")
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir} is not a run directory; pass the --out of an `rlvr eval` run")
+    if inside(run_dir, out):
+        raise UserError(f"--out {out} is the run or holds it; choose a directory outside {run_dir}")
+    if inside(out, run_dir):
+        raise UserError(f"--out {out} is inside the run {run_dir}; choose a directory outside it")
     summary = read_summary(run_dir)
     if summary is None:
         raise UserError(f"{run_dir} has no summary.json; finish (or resume) that `rlvr eval` first")
     frame = load_samples(run_dir)
     if frame.empty:
         raise UserError(f"{run_dir} has no samples.jsonl (summaries alone hold no samples to export)")
-    if out.resolve() == run_dir.resolve():
-        raise UserError("--out must not be the run directory itself")
-    if out.exists():
-        shutil.rmtree(out)
     card = dataset_card(summary, fmt, len(frame))
-    if fmt == "hf":
-        import datasets
+    with replace_dir(out, overwrite) as tmp:
+        if fmt == "hf":
+            import datasets
 
-        dataset = datasets.Dataset.from_pandas(frame, preserve_index=False)
-        dataset.info.description = card
-        dataset.save_to_disk(str(out))
-    else:
-        out.mkdir(parents=True)
-        if fmt == "parquet":
-            frame.to_parquet(out / "samples.parquet", index=False)
+            dataset = datasets.Dataset.from_pandas(frame, preserve_index=False)
+            dataset.info.description = card
+            dataset.save_to_disk(str(tmp))
+        elif fmt == "parquet":
+            frame.to_parquet(tmp / "samples.parquet", index=False)
         else:
-            with (out / "samples.jsonl").open("w", encoding="utf-8") as fh:
+            with (tmp / "samples.jsonl").open("w", encoding="utf-8") as fh:
                 for record in frame.to_dict(orient="records"):
                     fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-    (out / "README.md").write_text(card, encoding="utf-8")
-    shutil.copyfile(run_dir / SUMMARY, out / SUMMARY)
-    if (run_dir / CONFIG).exists():
-        shutil.copyfile(run_dir / CONFIG, out / CONFIG)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+        shutil.copyfile(run_dir / SUMMARY, tmp / SUMMARY)
+        if (run_dir / CONFIG).exists():
+            shutil.copyfile(run_dir / CONFIG, tmp / CONFIG)
     return out

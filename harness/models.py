@@ -88,10 +88,59 @@ def resolve_model(model: str | None) -> tuple[str, str]:
     if looks_like_path and not path.exists():
         raise UserError(f"cannot load model {model!r}: no such directory")
     if path.exists():
+        if not path.is_dir():
+            raise UserError(f"--model {model} is a file; pass a Hugging Face checkpoint directory or a hub id")
         if not (path / "config.json").exists():
             raise UserError(f"{model} is not a Hugging Face checkpoint directory (no config.json)")
         return str(path.resolve()), path.name
+    check_hub_model(model)
     return model, model
+
+
+def hub_cached(model: str) -> bool:
+    """Is a hub model's config already in the local Hugging Face cache?"""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    try:
+        found = try_to_load_from_cache(model, "config.json")
+    except Exception:  # an id the hub client cannot even parse is not cached
+        return False
+    return isinstance(found, str)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Can this machine reach the hub? ``HF_HUB_OFFLINE`` says no; otherwise one TCP connection
+    (to the proxy, if one is set) answers in at most ``timeout`` seconds, instead of the hub
+    client's retries (about a minute offline)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return False
+    target = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy") or os.environ.get("HF_ENDPOINT")
+    url = urlparse(target if target and "://" in target else f"https://{target or 'huggingface.co'}")
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def check_hub_model(model: str) -> None:
+    """A ``--model`` that is neither a local directory nor cached must come from the hub: fail at
+    once, in one line, when the hub cannot be reached (before a run directory is made). A cached
+    model on an offline machine loads with ``HF_HUB_OFFLINE=1`` (no retries before the cache)."""
+    if hub_reachable():
+        return
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if hub_cached(model):
+        return
+    raise UserError(
+        f"--model {model!r}: no such directory here, not in the Hugging Face cache, and the hub cannot be reached "
+        "(offline); pass a local checkpoint directory as ./path or /absolute/path"
+    )
 
 
 def weights_hash(path: str) -> str | None:

@@ -38,3 +38,27 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
             out.update(flatten(value, f"{prefix}{key}."))
         return out
     return {prefix.rstrip("."): data}
+
+
+def problems_total(name: str, bench: dict[str, Any], summary: dict[str, Any] | None = None) -> int | None:
+    """How many problems the whole benchmark has: recorded by ``rlvr eval`` (``n_problems_total``),
+    or for older summaries of a ``--limit`` run, the shipped benchmark's size."""
+    total = bench.get("n_problems_total")
+    if total is None and summary and (summary.get("config") or {}).get("limit"):
+        try:
+            from harness.benchmarks.registry import all_benchmarks, load_problems
+
+            if name in all_benchmarks():
+                total = len(load_problems(name))
+        except Exception:  # a renamed or broken benchmark: no total, the plain name
+            total = None
+    return total
+
+
+def benchmark_label(name: str, bench: dict[str, Any], summary: dict[str, Any] | None = None) -> str:
+    """``gsm8k``, or ``gsm8k (4/1319)`` for a run over part of a benchmark (``--limit``)."""
+    total = problems_total(name, bench, summary)
+    n = bench.get("n_problems")
+    if total and n is not None and n < total:
+        return f"{name} ({n}/{total})"
+    return name

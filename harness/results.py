@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 CONFIG = "config.yaml"
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
+#: marks a run whose last `rlvr eval` stopped early (interrupted or failed) with samples kept
+PARTIAL = "partial.json"
 
 
 def read_samples(run_dir: Path, repair: bool = False) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from harness.metrics import bootstrap_mean, length_stats, maj_at_k_problem, mean_at_n, pass_at_ks
 from harness.reflection import reflection_rates
-from harness.report_format import percent_ci
+from harness.report_format import benchmark_label, percent_ci
 
 NO_ANSWER = {"no_answer", "no_code"}
 TIMEOUT = {"timeout"}  # the math grader hit its deadline (a code time_limit is the program's)
@@ -155,7 +155,7 @@ def format_table(summary: dict[str, Any]) -> str:
         rate = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731
         lines.append(
             [
-                name,
+                benchmark_label(name, m, summary),
                 str(m["n_problems"]),
                 str(m["n_samples"]),
                 percent_ci(m["mean_at_n"]),

@@ -11,8 +11,9 @@ TRL::
     from sandbox.rewards import trl_reward
     trainer = GRPOTrainer(..., reward_funcs=[trl_reward()])        # dataset has an "answer" column
 
-verl (``custom_reward_function.path=sandbox/rewards.py``, ``name=compute_score``, or
-``compute_score_batch`` with the batch reward manager). OpenRLHF: ``--reward.remote_url
+verl (``reward.custom_reward_function.path=sandbox/rewards.py``,
+``reward.custom_reward_function.name=compute_score``, or ``compute_score_batch`` with
+``reward.reward_manager.name=batch``). OpenRLHF: ``--reward.remote_url
 http://HOST:PORT/get_reward`` (server) or ``--reward.remote_url sandbox/rewards.py`` (this file's
 ``reward_func``).
 """

@@ -167,7 +167,7 @@ def sandbox_fusion_response(result: dict[str, Any]) -> dict[str, Any]:
         overall = "Success"
     else:
         overall = "Failed"
-    message = "" if overall == "Success" else (result.get("detail") or (run or {}).get("status") or reason or "")
+    message = "" if overall == "Success" else failure_message(result, compile_result)
     return {
         "status": overall,
         "message": message,
@@ -176,3 +176,41 @@ def sandbox_fusion_response(result: dict[str, Any]) -> dict[str, Any]:
         "executor_pod_name": None,
         "files": {},
     }
+
+
+#: What each run status means, in words (SandboxFusion clients show ``message`` to people).
+RUN_STATUS_WORDS = {
+    "re": "runtime error",
+    "tle": "time limit exceeded",
+    "mle": "memory limit exceeded",
+    "ole": "output limit exceeded",
+    "sandbox": "sandbox error",
+}
+
+
+def failure_message(result: dict[str, Any], compile_result: dict[str, Any] | None) -> str:
+    """Why a ``/run_code`` run did not succeed, as a sentence: ``the program exited with code 3``,
+    ``the program was killed by signal 9``, ``compilation failed (exit code 1)``, ``time limit
+    exceeded``; the verifier's own detail when it has one."""
+    detail = str(result.get("detail") or "").strip().split("\n", 1)[0][:300]
+    run = result.get("run")
+    if compile_result is not None and compile_result.get("return_code") not in (0, None):
+        return f"compilation failed (exit code {compile_result['return_code']})" + (f": {detail}" if detail else "")
+    if compile_result is not None and compile_result.get("status") == "TimeLimitExceeded":
+        return "compilation exceeded its time limit"
+    if run is not None:
+        status = run.get("status")
+        if status == "re":
+            if run.get("signal"):
+                words = f"the program was killed by signal {run['signal']}"
+            else:
+                words = f"the program exited with code {run.get('exit_code')}"
+            stderr = [line for line in str(run.get("stderr") or "").splitlines() if line.strip()]
+            said = detail if detail and detail not in ("re", "runtime_error") else (stderr[-1][:300] if stderr else "")
+            return words + (f": {said}" if said else "")
+        if status in RUN_STATUS_WORDS:
+            return RUN_STATUS_WORDS[status] + (f": {detail}" if detail else "")
+        if status not in (None, "ok"):
+            return f"the program did not finish normally ({status})" + (f": {detail}" if detail else "")
+    reason = str(result.get("reason") or "")
+    return detail or reason.replace("_", " ") or "the run failed"

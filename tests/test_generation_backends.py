@@ -135,6 +135,30 @@ def test_openai_backend_retries_limits_concurrency_and_sends_per_sample_seeds(se
     assert short.finish_reason == "length"
 
 
+@pytest.mark.parametrize(
+    "server",
+    [
+        (
+            "--delay",
+            "0.05",
+        )
+    ],
+    indirect=True,
+)
+def test_openai_backend_reports_each_answer_as_it_arrives(server):
+    """Progress and per-sample writing (issue 32): every answer is reported once, as it arrives."""
+    from harness.backends.openai_api import OpenAIBackend
+
+    backend = OpenAIBackend("test-model", server.url + "/v1", concurrency=2)
+    requests = [GenerationRequest(f"question {i}", 2000 + i) for i in range(5)]
+    seen, tokens = [], []
+    out = backend.generate(
+        requests, SamplingParams(max_tokens=32), on_sample=lambda i, g: seen.append((i, g)), on_tokens=tokens.append
+    )
+    assert sorted(i for i, _ in seen) == list(range(5)) and all(out[i] is g for i, g in seen)
+    assert sum(tokens) == sum(g.n_tokens for g in out) == 40
+
+
 @pytest.mark.parametrize("server", [("--fail-first", "100", "--fail-status", "400")], indirect=True)
 def test_openai_backend_reports_client_errors_in_one_line(server):
     from harness.backends.openai_api import OpenAIBackend

@@ -94,3 +94,220 @@ def test_example_parses_and_resolves(command, tmp_path, monkeypatch):
             assert "optimizer step" in format_plan(training_plan(cfg))
     if args.command == "eval":
         resolve_config(EvalConfig, args)
+
+
+# ---- every README code block that can run here, run, and what it shows compared ---------------------------
+def readme_blocks() -> list[tuple[str, int, str]]:
+    """``(language, first line, text)`` of every fenced block (fences at the start of a line)."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    blocks, current, lang, start = [], None, "", 0
+    for number, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            if current is None:
+                current, lang, start = [], line[3:].strip(), number + 1
+            else:
+                blocks.append((lang, start, "\n".join(current) + "\n"))
+                current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+#: Python blocks that cannot run here as they stand (the block's first line -> why).
+PYTHON_SKIP = {
+    "from sandbox.rewards import trl_reward": "needs TRL's GRPOTrainer, a model and a dataset; tests/test_trl_grpo.py "
+    "runs these adapters inside the real trainer",
+    "from harness.results import load_samples": "needs finished runs; tests/test_result_frames.py runs this block as "
+    "written, on two evaluations",
+}
+#: Names a Python block uses as placeholders for the reader's own data (first line -> code run before it).
+PYTHON_PRELUDE = {
+    'verify_math("So the answer is 5."': "from sandbox import verify_math\n",
+    "from sandbox import verify_math": 'completion = r"... the answer is \\boxed{4.2}"\n'
+    'pairs = [(r"\\boxed{1}", "1"), ("so 2", "3")]\n',
+    "from sandbox import verify_code": "completion = '''```python\nclass Solution:\n"
+    "    def finalPositionOfSnake(self, n, commands):\n        return 3\n"
+    "def total(xs):\n    return sum(xs)\n```'''\n"
+    'row = {"starter_code": "class Solution:\\n    def finalPositionOfSnake(self, n, commands):\\n        "}\n',
+}
+
+
+def shown_outputs(source: str) -> dict[int, object]:
+    """Which expression statement (by line) shows which value: an inline comment that is a Python
+    literal (``x.correct  # True``), or a run of standalone literal comment lines below statements
+    (each line the value of one of the statements just before it, in order)."""
+    import ast
+    import io
+    import tokenize
+
+    exprs = sorted((n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Expr)), key=lambda n: n.lineno)
+    lines = source.splitlines()
+    comments = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            try:
+                value = ast.literal_eval(tok.string[1:].strip())
+            except (ValueError, SyntaxError):
+                continue
+            standalone = not lines[tok.start[0] - 1][: tok.start[1]].strip()
+            comments.append((tok.start[0], value, standalone))
+    shown: dict[int, object] = {}
+    unassigned = list(exprs)
+    index = 0
+    while index < len(comments):
+        line, value, standalone = comments[index]
+        if not standalone:
+            expr = next(e for e in exprs if e.lineno <= line <= e.end_lineno)
+            shown[expr.lineno] = value
+            unassigned.remove(expr)
+            index += 1
+            continue
+        run = [comments[index]]
+        while index + len(run) < len(comments):
+            nxt = comments[index + len(run)]
+            if not nxt[2] or nxt[0] != run[-1][0] + 1:
+                break
+            run.append(nxt)
+        targets = [e for e in unassigned if e.end_lineno < line][-len(run) :]
+        assert len(targets) == len(run), f"README line {line}: more shown values than statements above them"
+        for expr, (_, value, _) in zip(targets, run):
+            shown[expr.lineno] = value
+            unassigned.remove(expr)
+        index += len(run)
+    return shown
+
+
+def run_shown(source: str, prelude: str = "") -> tuple[dict[int, object], dict[int, object]]:
+    """Run ``source`` (after ``prelude``) and return (shown values, the values its statements gave)."""
+    import ast
+
+    shown = shown_outputs(source)
+    got: dict[int, object] = {}
+
+    class Record(ast.NodeTransformer):
+        def visit_Expr(self, node):
+            if node.lineno in shown:
+                call = ast.Call(ast.Name("_record", ast.Load()), [ast.Constant(node.lineno), node.value], [])
+                return ast.copy_location(ast.Expr(call), node)
+            return node
+
+    tree = ast.fix_missing_locations(Record().visit(ast.parse(source)))
+    namespace = {"_record": got.__setitem__}
+    exec(compile(prelude, "prelude", "exec"), namespace)
+    exec(compile(tree, "README.md", "exec"), namespace)
+    return shown, got
+
+
+PYTHON_BLOCKS = [(start, text) for lang, start, text in readme_blocks() if lang == "python"]
+
+
+@pytest.mark.parametrize("start, text", PYTHON_BLOCKS, ids=[f"README.md:{s}" for s, _ in PYTHON_BLOCKS])
+def test_readme_python_block_runs_and_shows_what_it_says(start, text):
+    first = text.splitlines()[0]
+    skip = next((reason for key, reason in PYTHON_SKIP.items() if first.startswith(key)), None)
+    if skip:
+        pytest.skip(skip)
+    prelude = next((code for key, code in PYTHON_PRELUDE.items() if first.startswith(key)), "")
+    shown, got = run_shown(text, prelude)
+    for line, value in shown.items():
+        assert got.get(line) == value, f"README.md:{start + line - 1} shows {value!r}; it gives {got.get(line)!r}"
+
+
+def test_the_readme_block_runner_compares_what_a_block_shows():
+    shown, got = run_shown("x = 2\nx + 1  # 3\nx * 2\nx - 1\n# 4\n# 1\nprint('hi')  # a note\n")
+    assert shown == {2: 3, 3: 4, 4: 1} and got == {2: 3, 3: 4, 4: 1}
+    shown, got = run_shown("x = 2\nx  # 5\n")
+    assert got[2] != shown[2]
+
+
+#: Shell lines that are not run here: (how the line starts, why).
+SHELL_SKIP = (
+    ("make ", "installs into .venv and runs suites or the demo (minutes); `make test` is what CI runs"),
+    ("python benchmarks/", "benchmarks run for minutes and print their own ratios"),
+    ("ray start", "starts a Ray cluster; tests/test_ray_cluster.py runs a real one"),
+    (
+        "rlvr eval ",
+        "generates with a model (minutes on a CPU); every example is parsed and resolved above, and "
+        "tests/test_eval_run.py runs evaluations end to end",
+    ),
+    ("rlvr train ", "trains a model (minutes); parsed and resolved above; tests/test_trainers_e2e.py trains"),
+    ("rlvr ablate ", "one evaluation per template (minutes); parsed above; tests/test_templates.py"),
+    ("rlvr serve", "a server that runs until stopped; tests/test_server.py starts one"),
+    ("rlvr grade --kind math --input c.jsonl --output v.jsonl --ray", "needs a Ray cluster at HEAD:6379"),
+)
+
+
+def _shell_lines() -> list[str]:
+    lines = []
+    for lang, _, text in readme_blocks():
+        if lang not in ("bash", "sh", "shell"):
+            continue
+        pending = ""
+        for line in text.splitlines():
+            line = pending + line.strip()
+            pending = ""
+            if line.endswith("\\"):
+                pending = line[:-1] + " "
+            elif line:
+                lines.append(line)
+    return lines
+
+
+SHELL_LINES = _shell_lines()
+SHELL_RUN = [c for c in SHELL_LINES if not any(c.startswith(prefix) for prefix, _ in SHELL_SKIP)]
+
+
+def test_every_readme_shell_line_is_run_or_skipped_with_a_reason():
+    assert SHELL_RUN and all(c.startswith("rlvr ") for c in SHELL_RUN), SHELL_RUN
+    assert len(SHELL_LINES) > len(SHELL_RUN) > 8
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """A folder with what the README's commands name: runs under results/, a completions file, training data."""
+    import json
+
+    from ux_helpers import make_run
+
+    for name in ("RUN", "my-run", "A", "B"):
+        make_run(tmp_path / "results", name)
+    wrong = {"id": "gsm8k/0", "benchmark": "gsm8k", "sample_idx": 0, "prompt": "Janet...", "completion": "\\boxed{3}"}
+    wrong.update(extracted="3", gold="18", correct=False, reward=0.0, reason="wrong_answer", detail="wrong_answer")
+    with (tmp_path / "results" / "RUN" / "samples.jsonl").open("a") as fh:
+        fh.write(json.dumps(wrong) + "\n")
+    rows = [{"id": "a", "completion": "so \\boxed{2}", "answer": "2"}, {"id": "b", "completion": "3", "answer": "4"}]
+    (tmp_path / "completions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "train.jsonl").write_text(json.dumps({"question": "What is 5 + 1?", "answer": "6"}) + "\n")
+    import pandas
+
+    pandas.DataFrame([{"problem": "Find x if 2x = 4.", "solution": "2"}]).to_parquet(tmp_path / "data.parquet")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", SHELL_RUN)
+def test_readme_shell_line_runs_here(command, workspace, capsys):
+    from harness.cli import main
+
+    code = main(_argv(command))
+    out, err = capsys.readouterr()
+    assert code == 0, f"{command}\n{err}"
+    if command.startswith("rlvr grade "):
+        # the README shows the summary line of a larger file: the same line, other numbers
+        text = (ROOT / "README.md").read_text(encoding="utf-8")
+        shown = re.search(r"^graded \d+ rows: .*$", text, flags=re.M)[0]
+        shape = re.sub(r"\d+(\.\d+)?", r"\\d+(\\.\\d+)?", re.escape(shown).replace("\\ ", " "))
+        shape = shape.replace(", unparseable \\d+(\\.\\d+)?", "(, [a-z_]+ \\d+)*")
+        assert re.fullmatch(shape, out.strip().splitlines()[-1]), (shown, out)
+
+
+def test_readme_benchmark_sizes_are_what_rlvr_benchmarks_says():
+    from harness.benchmarks.registry import all_benchmarks, load_problems
+
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    section = text[text.index("**Benchmarks** (`rlvr benchmarks`") :][:1500]
+    claimed = dict(re.findall(r"`([a-z0-9_]+)` \((\d+)", section))
+    assert len(claimed) >= 12
+    for name, size in claimed.items():
+        assert name in all_benchmarks(), name
+        assert len(load_problems(name)) == int(size), name

@@ -56,6 +56,19 @@ def test_greedy_generations_are_token_identical_to_hf_in_fp32(backends):
     assert {g.finish_reason for g in ours} <= {"stop", "length"}
 
 
+def test_streamed_generations_are_the_same_and_reported_once_each(backends):
+    """Progress and per-sample writing (issue 32): the engine's own loop reports each request as it
+    finishes, with a token heartbeat per step, and returns what LLM.generate returns."""
+    _, vllm_backend = backends
+    params = SamplingParams(temperature=0.8, max_tokens=12)
+    seen, tokens = {}, []
+    streamed = vllm_backend.generate(_requests(6), params, on_sample=seen.__setitem__, on_tokens=tokens.append)
+    plain = vllm_backend.generate(_requests(6), params)
+    assert sorted(seen) == list(range(6)) and [seen[i] for i in range(6)] == streamed
+    assert [vars(g) for g in streamed] == [vars(g) for g in plain]
+    assert sum(tokens) >= max(g.n_tokens for g in streamed) and len(tokens) >= 2
+
+
 def test_stop_strings_cut_the_same_text_and_tokens(backends):
     hf, vllm_backend = backends
     for include in (True, False):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 from harness.templates import Prompt
 
@@ -44,11 +44,26 @@ class Generation:
     token_ids: list[int] | None = field(default=None, repr=False)
 
 
+#: ``on_sample(index, generation)``: request ``index`` is finished (called once per request, as it finishes)
+OnSample = Callable[[int, "Generation"], None]
+#: ``on_tokens(n)``: ``n`` more tokens were generated (a heartbeat for progress; may be estimated)
+OnTokens = Callable[[int], None]
+
+
 class Backend(Protocol):
     name: str
 
-    def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Generation]:
-        """One generation per request, in request order."""
+    def generate(
+        self,
+        requests: list[GenerationRequest],
+        params: SamplingParams,
+        on_sample: OnSample | None = None,
+        on_tokens: OnTokens | None = None,
+    ) -> list[Generation]:
+        """One generation per request, in request order. ``on_sample`` hears of each as it
+        finishes (so it can be graded and written while others are still generating) and
+        ``on_tokens`` of the tokens as they are made; backends without them (a trainer's own
+        engine) are still usable: the evaluation then handles whole batches."""
 
     def close(self) -> None: ...
 

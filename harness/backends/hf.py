@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.backends.base import Generation, GenerationRequest, SamplingParams
+from harness.backends.base import Generation, GenerationRequest, OnSample, OnTokens, SamplingParams
 from harness.backends.hf_sampling import sample_batch
 from harness.errors import UserError
 from harness.templates import prompt_text
@@ -55,8 +55,9 @@ def load_model(path: str, dtype: str = "auto", device: str = "auto"):
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(dtype, device))
-    except OSError as exc:
-        raise UserError(f"cannot load model {path!r}: {str(exc).splitlines()[0]}") from exc
+    except (OSError, ValueError) as exc:  # a missing or unreadable checkpoint, an unknown architecture
+        lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+        raise UserError(f"cannot load model {path!r}: {lines[0][:300]}") from exc
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -103,14 +104,27 @@ class HFBackend:
     def encode(self, prompt: Any) -> tuple[str, list[int]]:
         return encode_prompt(self.tokenizer, prompt)
 
-    def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self,
+        requests: list[GenerationRequest],
+        params: SamplingParams,
+        on_sample: OnSample | None = None,
+        on_tokens: OnTokens | None = None,
+    ) -> list[Generation]:
         encoded = [self.encode(r.prompt) for r in requests]
         order = sorted(range(len(requests)), key=lambda i: len(encoded[i][1]))
         results: list[Generation | None] = [None] * len(requests)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             budgets = [max(1, min(params.max_tokens, self.max_model_len - len(encoded[i][1]))) for i in chunk]
-            rows = sample_batch(
+
+            def finished(row_index: int, row: Any, chunk: list[int] = chunk) -> None:
+                i = chunk[row_index]
+                results[i] = self._finish(encoded[i], row, params)
+                if on_sample is not None:
+                    on_sample(i, results[i])
+
+            sample_batch(
                 self.model,
                 [encoded[i][1] for i in chunk],
                 [requests[i].seed for i in chunk],
@@ -121,9 +135,9 @@ class HFBackend:
                 params.top_p,
                 params.stop,
                 lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
+                on_step=on_tokens,
+                on_row=finished,
             )
-            for i, row in zip(chunk, rows):
-                results[i] = self._finish(encoded[i], row, params)
         return [r for r in results if r is not None]
 
     def _finish(self, encoded: tuple[str, list[int]], row: Any, params: SamplingParams) -> Generation:

@@ -67,9 +67,15 @@ def sample_batch(
     top_p: float = 1.0,
     stop: Sequence[str] = (),
     decode: Callable[[list[int]], str] | None = None,
+    on_step: Callable[[int], None] | None = None,
+    on_row: Callable[[int, RowResult], None] | None = None,
 ) -> list[RowResult]:
     """Sample a continuation for every prompt (token ids). A row ends at an EOS token (kept in
-    ``token_ids``), when the decoded tail contains a stop string, or after its token budget."""
+    ``token_ids``), when the decoded tail contains a stop string, or after its token budget.
+
+    ``on_step(tokens)`` is called after each decoding step with the tokens it produced (one per
+    active row), ``on_row(index, result)`` as each row finishes: a caller can show progress and
+    use a finished answer while the rest of the batch is still being written."""
     device = next(model.parameters()).device
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)
@@ -88,22 +94,31 @@ def sample_batch(
     for _ in range(max(max_new_tokens)):
         chosen = next_tokens(logits, temperature, top_p, [generators[i] for i in active])
         keep = []
+        ended = []
         for row, token in enumerate(chosen.tolist()):
             index = active[row]
             result = results[index]
             result.token_ids.append(token)
             if token in eos_ids:
                 result.finish_reason = "stop"
+                ended.append(index)
                 continue
             if stop and decode is not None:
                 text = decode(result.token_ids[-tail:])
                 hit = next((s for s in stop if s in text), None)
                 if hit is not None:
                     result.finish_reason, result.stop_text = "stop", hit
+                    ended.append(index)
                     continue
             if len(result.token_ids) >= max_new_tokens[index]:
+                ended.append(index)
                 continue
             keep.append(row)
+        if on_step is not None:
+            on_step(len(active))
+        if on_row is not None:
+            for index in ended:
+                on_row(index, results[index])
         if not keep:
             break
         if len(keep) < len(active):

@@ -14,7 +14,7 @@ import os
 import random
 from typing import Any
 
-from harness.backends.base import Generation, GenerationRequest, SamplingParams
+from harness.backends.base import Generation, GenerationRequest, OnSample, OnTokens, SamplingParams
 from harness.errors import UserError
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -44,21 +44,45 @@ class OpenAIBackend:
         self.backoff_s = backoff_s
         self.retries = 0
 
-    def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Generation]:
-        return asyncio.run(self._generate_all(requests, params))
+    def generate(
+        self,
+        requests: list[GenerationRequest],
+        params: SamplingParams,
+        on_sample: OnSample | None = None,
+        on_tokens: OnTokens | None = None,
+    ) -> list[Generation]:
+        """Every request concurrently (up to ``concurrency``); ``on_sample`` hears of each answer
+        as it arrives, ``on_tokens`` of its completion tokens (the server's usage count)."""
+        return asyncio.run(self._generate_all(requests, params, on_sample, on_tokens))
 
-    async def _generate_all(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Generation]:
+    async def _generate_all(
+        self,
+        requests: list[GenerationRequest],
+        params: SamplingParams,
+        on_sample: OnSample | None = None,
+        on_tokens: OnTokens | None = None,
+    ) -> list[Generation]:
         import httpx
 
         limit = asyncio.Semaphore(self.concurrency)
         headers = {"Authorization": f"Bearer {self.api_key}"}
         async with httpx.AsyncClient(timeout=self.timeout, headers=headers) as client:
 
-            async def one(request: GenerationRequest) -> Generation:
+            async def one(index: int, request: GenerationRequest) -> Generation:
                 async with limit:
-                    return await self._one(client, request, params)
+                    generation = await self._one(client, request, params)
+                if on_tokens is not None:
+                    on_tokens(generation.n_tokens or 0)
+                if on_sample is not None:
+                    on_sample(index, generation)
+                return generation
 
-            return list(await asyncio.gather(*(one(r) for r in requests)))
+            tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(requests)]
+            try:
+                return list(await asyncio.gather(*tasks))
+            finally:
+                for task in tasks:  # one request failed: the others stop (their answers so far were reported)
+                    task.cancel()
 
     def _body(self, request: GenerationRequest, params: SamplingParams) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {

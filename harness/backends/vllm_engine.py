@@ -26,7 +26,7 @@ import os
 import random
 from typing import Any, Iterable, Iterator
 
-from harness.backends.base import Generation, GenerationRequest, SamplingParams
+from harness.backends.base import Generation, GenerationRequest, OnSample, OnTokens, SamplingParams
 from harness.backends.hf import encode_prompt
 from harness.errors import UserError
 
@@ -143,10 +143,28 @@ def start_engine(
     else:
         kwargs["gpu_memory_utilization"] = gpu_memory_utilization
     with _env(MULTIPROCESSING_ENV, "0" if in_process else None), preserved_host_state():
-        llm = vllm.LLM(**kwargs)
+        try:
+            llm = vllm.LLM(**kwargs)
+        except (ValueError, MemoryError) as exc:  # vLLM's checks of the settings (pydantic), or no room
+            raise UserError(f"vLLM cannot start with these settings: {engine_error_line(exc)}") from exc
+        except RuntimeError as exc:
+            if "out of memory" not in str(exc).lower():
+                raise
+            raise UserError(
+                f"vLLM ran out of memory starting the engine ({engine_error_line(exc)}); lower "
+                "--gpu-memory-utilization / --kv-cache-gb or --max-model-len"
+            ) from exc
     if in_process:
         check_in_process(llm)
     return llm
+
+
+def engine_error_line(exc: BaseException, limit: int = 400) -> str:
+    """One line from vLLM's (often multi-line, pydantic) error: its meaningful lines joined."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("For further information")]
+    text = "; ".join(lines) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @contextlib.contextmanager
@@ -263,7 +281,13 @@ class VLLMBackend:
         self.max_len = engine_max_len(llm)
         self.dtype = str(llm.llm_engine.model_config.dtype).replace("torch.", "")
 
-    def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self,
+        requests: list[GenerationRequest],
+        params: SamplingParams,
+        on_sample: OnSample | None = None,
+        on_tokens: OnTokens | None = None,
+    ) -> list[Generation]:
         encoded = [encode_prompt(self.tokenizer, r.prompt) for r in requests]
         sampling = [
             self._vllm.SamplingParams(
@@ -278,21 +302,64 @@ class VLLMBackend:
             for r, (_, ids) in zip(requests, encoded)
         ]
         # Token ids, not text: vLLM then sees exactly what the hf backend feeds the model.
-        outputs = self.llm.generate([{"prompt_token_ids": ids} for _, ids in encoded], sampling, use_tqdm=False)
-        results = []
-        for (text, ids), output in zip(encoded, outputs):
-            sample = output.outputs[0]
-            results.append(
-                Generation(
-                    text,
-                    sample.text,
-                    "length" if sample.finish_reason == "length" else "stop",
-                    len(sample.token_ids),
-                    len(ids),
-                    list(sample.token_ids),
-                )
-            )
-        return results
+        prompts = [{"prompt_token_ids": ids} for _, ids in encoded]
+        if (on_sample is None and on_tokens is None) or not hasattr(self.llm, "enqueue"):
+            outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
+            return [self._generation(e, o) for e, o in zip(encoded, outputs)]
+        return self._stream(encoded, prompts, sampling, on_sample, on_tokens)
+
+    def _stream(
+        self,
+        encoded: list[tuple[str, list[int]]],
+        prompts: list[dict[str, Any]],
+        sampling: list[Any],
+        on_sample: OnSample | None,
+        on_tokens: OnTokens | None,
+    ) -> list[Generation]:
+        """``LLM.generate``'s own loop (enqueue, then engine steps), reporting each request as it
+        finishes and, per step, an estimate of the tokens made (one per unfinished request)."""
+        ids = self.llm.enqueue(prompts, sampling, use_tqdm=False)
+        index: dict[str, int] = {}
+        for i, rid in enumerate(ids):  # outputs carry the id given or the engine's internal "<id>-<random>"
+            index[str(rid)] = i
+            index.setdefault(str(rid).rsplit("-", 1)[0], i)
+        results: list[Generation | None] = [None] * len(prompts)
+        engine = self.llm.llm_engine
+        try:
+            while engine.has_unfinished_requests():
+                unfinished = engine.get_num_unfinished_requests()
+                outputs = engine.step()
+                if on_tokens is not None:
+                    on_tokens(unfinished)
+                for output in outputs:
+                    i = index.get(str(output.request_id))
+                    if i is None or not output.finished or results[i] is not None:
+                        continue
+                    results[i] = self._generation(encoded[i], output)
+                    if on_sample is not None:
+                        on_sample(i, results[i])
+        except BaseException:
+            left = [str(rid) for i, rid in enumerate(ids) if results[i] is None]
+            if left:
+                engine.abort_request(left, internal=True)
+            raise
+        missing = [i for i, r in enumerate(results) if r is None]
+        if missing:
+            raise RuntimeError(f"vLLM finished without {len(missing)} of {len(results)} requests")
+        return results  # type: ignore[return-value]
+
+    @staticmethod
+    def _generation(encoded: tuple[str, list[int]], output: Any) -> Generation:
+        text, ids = encoded
+        sample = output.outputs[0]
+        return Generation(
+            text,
+            sample.text,
+            "length" if sample.finish_reason == "length" else "stop",
+            len(sample.token_ids),
+            len(ids),
+            list(sample.token_ids),
+        )
 
     def close(self) -> None:
         if self.owns:

@@ -54,12 +54,14 @@ def parse_fields(text: str | dict[str, str] | None) -> dict[str, str]:
     return pairs
 
 
-def _read_rows(source: str) -> list[dict[str, Any]]:
+def _read_rows(source: str, label: str = "benchmark file") -> list[dict[str, Any]]:
+    """Rows of a data file, directory or hub dataset; ``label`` names it in errors (benchmark
+    file, training file)."""
     if source.startswith("hf:"):
         return _hub_rows(source[3:])
     path = Path(source).expanduser()
     if not path.exists():
-        raise UserError(f"benchmark file {source} does not exist")
+        raise UserError(f"{label} {source} does not exist")
     if path.is_dir():
         return _saved_dataset_rows(path)
     if path.suffix == ".arrow":
@@ -78,7 +80,7 @@ def _read_rows(source: str) -> list[dict[str, Any]]:
         if path.suffix == ".json":
             data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, list):
-                raise UserError(f"{source}: a .json benchmark must hold a list of objects")
+                raise UserError(f"{source}: a .json {label} must hold a list of objects")
             return data
     except json.JSONDecodeError as exc:
         raise UserError(f"{source} is not valid JSON ({exc.msg}, line {exc.lineno})") from exc
@@ -113,10 +115,26 @@ def _saved_dataset_rows(path: Path) -> list[dict[str, Any]]:
 def training_rows(
     source: str, fields: dict[str, str] | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(rows as read, rows as {question, answer})`` of a training file: what a contamination check reads."""
+    """``(rows as read, rows as {question, answer})`` of a training file: what a contamination check reads.
+
+    A file in which no row has question text (the field has another name) is an error that
+    names the fields the rows do have: checking nothing would report a false "0 flagged"."""
     fields = fields or {}
-    raw = _read_rows(source)
-    return raw, [{"question": _pick(row, "question", fields), "answer": _pick(row, "answer", fields)} for row in raw]
+    raw = _read_rows(source, "training file")
+    if not raw:
+        raise UserError(f"training file {source} holds no rows")
+    bad = next((i for i, row in enumerate(raw) if not isinstance(row, dict)), None)
+    if bad is not None:
+        raise UserError(f"training file {source}: row {bad} is not an object")
+    rows = [{"question": _pick(row, "question", fields), "answer": _pick(row, "answer", fields)} for row in raw]
+    if not any(isinstance(r["question"], str) and r["question"].strip() for r in rows):
+        names = sorted({k for row in raw[:100] for k in row})
+        looked = [fields["question"]] if "question" in fields else list(DEFAULT_FIELDS["question"])
+        raise UserError(
+            f"training file {source}: no row has question text under {', '.join(looked)}; its rows have the fields "
+            f"{', '.join(names)}; map one with --fields question=FIELD"
+        )
+    return raw, rows
 
 
 def _hub_rows(spec: str) -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@ from harness.eval_config import EvalConfig
 
 S = argparse.SUPPRESS
 OWN = ("ablation", "templates", "results", "name", "compare_model")
+#: what ``default_backend`` picks, as the help says it
+BACKEND_DEFAULT = "vllm where it is installed, else hf"
 
 EPILOG_TEMPLATES = """\
 Generates with vLLM by default where it is installed (its CPU build included; --backend hf to
@@ -33,7 +35,8 @@ extractable answer), pass@k for k = 1..n, self-reflection keyword rates (Dr. GRP
 our reconstruction of SRPO's recheck / hesitation / exploration categories), response lengths of
 correct vs incorrect answers. With --compare-model (e.g. the checkpoint after RL) both models
 side by side and the paired gain, so the RL gain is separated from the prior. Defaults here:
---n 8 --temperature 0.6 (sampling is what makes pass@k mean something). Writes prior.md,
+--n 8 --temperature 0.6 (sampling is what makes pass@k mean something), and vLLM where it is
+installed (its CPU build included; --backend hf to change). Writes prior.md,
 prior.json, prior.svg and one run directory per cell.
 
 examples:
@@ -55,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG_TEMPLATES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_protocol_flags(t)
+    add_protocol_flags(t, backend_default=BACKEND_DEFAULT)
     t.add_argument(
         "--templates",
         default="qwen_math,r1,no_template,fewshot,chat",
@@ -67,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG_PRIOR,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_protocol_flags(pr)
+    add_protocol_flags(pr, backend_default=BACKEND_DEFAULT, n_default="8", temperature_default="0.6")
     pr.add_argument(
         "--compare-model", dest="compare_model", default=None, help="a second model (e.g. after RL) shown side by side"
     )

@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "compare",
         help="paired comparison of two runs (difference with 95%% CI)",
         description="Difference B - A of mean@n on the problems both runs evaluated, with a paired bootstrap "
-        "95%% CI, and the protocol settings in which the runs differ.",
+        "95% CI, and the protocol settings in which the runs differ.",
     )
     p.add_argument("run_a", help="baseline run directory")
     p.add_argument("run_b", help="run directory to compare against it")

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from harness.errors import UserError
+
 EPILOG = """\
 Normalised text (NFKC, lower case, punctuation runs -> space); a training row is flagged when its
 problem statement equals a benchmark problem's or shares a 13-gram of words with it (13-grams
@@ -64,17 +66,27 @@ def run(args: argparse.Namespace) -> int:
     from harness.benchmarks.registry import get_benchmark, load_problems
     from harness.config import split_list
     from harness.contamination import contamination_report
+    from harness.paths import output_dir, same_file
 
     names = split_list(args.benchmarks) or held_out_benchmarks()
     for name in names:
         get_benchmark(name)  # an unknown name is one clear error before any work
+    if args.examples < 0:
+        raise UserError("--examples must be 0 or more")
+    out = output_dir(args.out)
+    for name in ("report.json", "train.filtered.jsonl"):
+        if (out / name).is_dir():
+            raise UserError(f"--out {out}: {name} there is a directory; choose another --out")
+        if Path(args.train).exists() and same_file(args.train, out / name):
+            raise UserError(f"--out {out} would write {name} over the training file; choose another --out")
     start = time.perf_counter()
     raw, rows = training_rows(args.train, parse_fields(args.fields))
     problems = [p for name in names for p in load_problems(name)]
     report, flagged = contamination_report(rows, problems, names, args.examples)
     report["train"] = args.train
+    unchecked = sum(1 for r in rows if not (isinstance(r["question"], str) and r["question"].strip()))
+    report["train_rows_without_question"] = unchecked
     report["seconds"] = round(time.perf_counter() - start, 2)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     drop = set(flagged)
@@ -87,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"{name:<18} {entry['problems']:>8} {entry['contaminated_problems']:>12} {entry['exact']:>6} "
             f"{entry['with_answer']:>8} {entry['contaminated_train_rows']:>10}"
+        )
+    if unchecked:
+        print(
+            f"\nnote: {unchecked} training rows have no question text and were not checked (kept in the filtered copy)"
         )
     print(
         f"\n{report['flagged_train_rows']} of {report['train_rows']} training rows flagged ({report['seconds']} s); "

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="run the main jobs on the embedded model and print what they show",
-        description=__doc__,
+        description=__doc__.replace("``", "`"),  # the docstring's RST quotes, as a terminal shows code
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--timeout", type=float, default=1.0, help="math grading CPU budget per item in seconds")

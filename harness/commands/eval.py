@@ -34,9 +34,11 @@ Run the same command again to resume: samples already written are never regenera
 """
 
 
-def add_protocol_flags(p: argparse.ArgumentParser) -> None:
+def add_protocol_flags(
+    p: argparse.ArgumentParser, backend_default: str = "hf", n_default: str = "1", temperature_default: str = "0"
+) -> None:
     """Flags shared by ``eval`` and the ablations (all default to SUPPRESS: only typed flags
-    override the YAML config)."""
+    override the YAML config); the ``*_default`` texts are what the help says each defaults to."""
     g = p.add_argument_group("protocol")
     g.add_argument(
         "--model",
@@ -50,8 +52,8 @@ def add_protocol_flags(p: argparse.ArgumentParser) -> None:
         help="comma-separated names (rlvr benchmarks), .jsonl/.parquet paths or hf:NAME[@split]",
     )
     g.add_argument("--shots", type=int, default=S, help="examples in the fewshot template (default 4)")
-    g.add_argument("--n", type=int, default=S, help="samples per problem (default 1)")
-    g.add_argument("--temperature", type=float, default=S, help="0 = greedy (default 0)")
+    g.add_argument("--n", type=int, default=S, help=f"samples per problem (default {n_default})")
+    g.add_argument("--temperature", type=float, default=S, help=f"0 = greedy (default {temperature_default})")
     g.add_argument("--top-p", dest="top_p", type=float, default=S, help="nucleus sampling mass (default 1)")
     g.add_argument(
         "--max-tokens", dest="max_tokens", type=int, default=S, help="generation budget per sample (default 1024)"
@@ -65,7 +67,9 @@ def add_protocol_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--limit", type=int, default=S, help="evaluate the first N problems of each benchmark")
     g.add_argument("--pass-k", dest="pass_k", default=S, help="k values to report pass@k for (default: every k <= n)")
     b = p.add_argument_group("backend")
-    b.add_argument("--backend", choices=["hf", "vllm", "openai"], default=S, help="generation backend (default hf)")
+    b.add_argument(
+        "--backend", choices=["hf", "vllm", "openai"], default=S, help=f"generation backend (default {backend_default})"
+    )
     b.add_argument("--dtype", default=S, help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
     b.add_argument("--device", default=S, help="hf and vllm backends: auto (CUDA if visible), cpu, cuda, cuda:1")
     b.add_argument(

@@ -33,13 +33,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="hf",
         help="hf (datasets.save_to_disk, default), parquet or jsonl",
     )
-    p.add_argument("--out", required=True, help="output directory (replaced if it exists)")
+    p.add_argument("--out", required=True, help="output directory: new or empty (see --overwrite)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a non-empty --out (built beside it, then swapped in; never the run or a folder holding it)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from harness.export import export_run
 
-    out = export_run(args.run, args.format, args.out)
+    out = export_run(args.run, args.format, args.out, args.overwrite)
     print(f"exported {args.run} as {args.format} -> {out} (dataset card: {out}/README.md)")
     return 0

@@ -177,6 +177,32 @@ def _grader(args: argparse.Namespace):
     return grader, grade_chunk, _validate_code, CODE_VERIFIER, ("passed", "total", "first_failure")
 
 
+def check_paths(args: argparse.Namespace) -> None:
+    """Refuse an output that is the input (it would be emptied before it is read) and paths that
+    cannot be written, before the graders start."""
+    from harness.paths import output_file, same_file
+
+    outputs = [("--output", args.output), ("--summary-json", args.summary_json)]
+    for flag, path in outputs:
+        if path in (None, "-"):
+            continue
+        if args.input != "-" and same_file(args.input, path):
+            raise UserError(f"{flag} {path} is the input file; write the verdicts to another file")
+        output_file(path, flag)
+    if args.summary_json and args.output != "-" and same_file(args.output, args.summary_json):
+        raise UserError("--summary-json and --output name the same file; give them different paths")
+
+
+def kind_hint(kind: str, row: dict[str, Any] | None) -> str:
+    """What to try when every row was unreadable for ``kind``: usually the other verifier."""
+    keys = sorted(row) if row else []
+    if kind == "code" and row and "tests" not in row and "answer" in row:
+        return "the rows have 'answer' and no 'tests': they look like math rows; use --kind math"
+    if kind == "math" and row and "tests" in row and "answer" not in row:
+        return "the rows have 'tests' and no 'answer': they look like code rows; use --kind code"
+    return f"the first row's fields are {keys}; see `rlvr grade --help` for the fields each kind needs"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and args.timeout <= 0:
         raise UserError("--timeout must be a positive number of seconds")
@@ -184,9 +210,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--workers must be at least 1")
     if args.shards is not None and args.shards < 1:
         raise UserError("--shards must be at least 1")
-    grader, grade_chunk, validate, verifier, extra_fields = _grader(args)
+    check_paths(args)
     source = sys.stdin if args.input == "-" else _open_input(args.input)
     total = None if args.input == "-" else count_lines(Path(args.input))
+    if total == 0:
+        source.close()
+        raise UserError(f"{args.input} holds no rows; pass a JSONL file with one JSON object per line")
+    grader, grade_chunk, validate, verifier, extra_fields = _grader(args)
     out = sys.stdout if args.output == "-" else _open_output(args.output)
     progress = None
     if not args.no_progress and args.output != "-":
@@ -197,10 +227,17 @@ def run(args: argparse.Namespace) -> int:
     def write(row: dict[str, Any]) -> None:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
+    first_row: list[dict[str, Any]] = []
+
+    def check(row: dict[str, Any]) -> str:
+        if not first_row:
+            first_row.append(row)
+        return validate(row)
+
     try:
         window = max(4, len(getattr(grader, "actors", ())))
         summary = grade_stream(
-            read_rows(source), grade_chunk, validate, write, verifier, extra_fields, progress=progress, window=window
+            read_rows(source), grade_chunk, check, write, verifier, extra_fields, progress=progress, window=window
         )
     finally:
         if progress is not None:
@@ -213,6 +250,18 @@ def run(args: argparse.Namespace) -> int:
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps({"verifier": verifier, **summary.to_dict()}, indent=2) + "\n")
     print(summary.line(), file=sys.stderr if args.output == "-" else sys.stdout)
+    if summary.count == 0:
+        raise UserError(f"{args.input} holds no rows; pass JSON Lines with one object per line")
+    bad = summary.reasons.get("bad_input", 0)
+    if bad == summary.count:
+        hint = kind_hint(args.kind, first_row[0] if first_row else None)
+        raise UserError(
+            f"every row is bad_input for --kind {args.kind} (see the detail field of {args.output}); {hint}"
+        )
+    if bad:
+        print(
+            f"warning: {bad} of {summary.count} rows are bad_input (unreadable; their detail says why)", file=sys.stderr
+        )
     return 0
 
 

@@ -10,7 +10,9 @@ columns benchmarks, mean@n with 95% CI, pass@n where n > 1, each model linked to
 OUT/leaderboard.parquet (every summary field, one row per run x benchmark) and OUT/index.html
 (one self-contained page: sortable tables with a permalink each, download links, pass@k curves,
 accuracy by template, response-length histograms for correct vs incorrect answers, truncation and
-no-answer rates).
+no-answer rates). Each score on the page links to OUT/samples/<run>.html: that run's samples
+(prompt, completion, extracted answer, gold, verdict), for runs that kept samples.jsonl. A column
+over part of a benchmark (--limit) is labelled with its share, e.g. gsm8k (4/1319).
 
 Runs under different protocols (template, sampling, max tokens, engine, dtype, verifier version)
 are never ranked together unless --mix is given; then the settings that differ become columns.
@@ -39,6 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the plots (faster)")
     p.add_argument(
+        "--no-sample-pages",
+        dest="sample_pages",
+        action="store_false",
+        help="skip OUT/samples/<run>.html (each run's samples, linked from its cells)",
+    )
+    p.add_argument(
         "--diff",
         default=None,
         metavar="OLD_DIR",
@@ -62,10 +70,11 @@ def run(args: argparse.Namespace) -> int:
         from harness.leaderboard.diff import _frame
 
         _frame(Path(args.diff))  # a missing or old-format build is one clear error before anything is rebuilt
-    info = build_leaderboard(args.results, args.out, args.mix, args.plots)
+    info = build_leaderboard(args.results, args.out, args.mix, args.plots, args.sample_pages)
+    pages = f", samples/ ({info['sample_pages']} run pages)" if info["sample_pages"] else ""
     print(
         f"{info['runs']} runs -> {info['tables']} table(s), plots: {', '.join(info['plots']) or 'none'} -> "
-        f"{info['out']}/index.html, README.md, leaderboard.csv, leaderboard.parquet"
+        f"{info['out']}/index.html, README.md, leaderboard.csv, leaderboard.parquet{pages}"
     )
     if args.diff:
         from harness.leaderboard.diff import format_diff, write_diff

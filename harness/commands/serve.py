@@ -21,7 +21,7 @@ examples:
   rlvr serve                                        # 127.0.0.1:8000, no token needed on loopback
   rlvr serve --host 0.0.0.0 --port 8000 --token "$RLVR_TOKEN" --workers 8
   # OpenRLHF: --reward.remote_url http://HOST:8000/get_reward
-  # verl:     sandbox_fusion_url=http://HOST:8000/run_code
+  # verl:     reward.sandbox_fusion.url=http://HOST:8000/run_code
 """
 
 

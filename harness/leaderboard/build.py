@@ -136,8 +136,65 @@ def csv_text(frame) -> str:
     return out.reindex(columns=CSV_FIELDS).to_csv(index=False, lineterminator="\r\n")
 
 
-def build_leaderboard(results: Path, out: Path, mix: bool = False, plots: bool = True) -> dict[str, Any]:
-    results, out = Path(results), Path(out)
+#: The files a build writes, and a line each of them starts with (or holds) when a build wrote it.
+OWN_FILES = {
+    "README.md": "by `rlvr leaderboard`",
+    "index.html": "<title>rlvr leaderboard</title>",
+    "leaderboard.csv": "table,protocol_fingerprint,rank",
+    "leaderboard.parquet": "",
+}
+
+
+def check_out(out: Path) -> Path:
+    """``--out`` must be a directory (or creatable) and hold no file of ours' names that a build
+    did not write: a leaderboard never replaces a user's README.md or index.html."""
+    from harness.paths import output_dir
+
+    out = output_dir(out)
+    for name, marker in OWN_FILES.items():
+        path = out / name
+        if path.is_dir():
+            raise UserError(f"--out {out}: {name} there is a directory; choose another --out")
+        if marker and path.exists():
+            head = path.read_bytes()[:4096].decode("utf-8", errors="replace")
+            if marker not in head:
+                raise UserError(
+                    f"--out {out} holds a {name} that `rlvr leaderboard` did not write; choose another --out "
+                    "(a build only replaces its own files)"
+                )
+    return out
+
+
+def write_sample_pages(tables: list[Table], out: Path) -> dict[str, str]:
+    """``samples/<run>.html`` for every ranked run that kept its samples; run link -> page path
+    (relative to ``out``). Pages of runs no longer on the board are removed (only ours)."""
+    from harness.leaderboard.samples_page import page_name, render_samples_page
+
+    folder = out / "samples"
+    pages: dict[str, str] = {}
+    for table in tables:
+        for row in table.rows:
+            if row["link"] in pages:
+                continue
+            text = render_samples_page(row["path"], f"{row['model']} ({row['run']})", "../index.html")
+            if text is None:
+                continue
+            folder.mkdir(exist_ok=True)
+            name = page_name(row["link"])
+            (folder / name).write_text(text, encoding="utf-8")
+            pages[row["link"]] = f"samples/{name}"
+    if folder.is_dir():
+        kept = {Path(p).name for p in pages.values()}
+        for old in folder.glob("*.html"):
+            if old.name not in kept and "<title>samples of " in old.read_text(encoding="utf-8", errors="replace")[:400]:
+                old.unlink()
+    return pages
+
+
+def build_leaderboard(
+    results: Path, out: Path, mix: bool = False, plots: bool = True, sample_pages: bool = True
+) -> dict[str, Any]:
+    results, out = Path(results), check_out(Path(out))
     if not results.is_dir():
         raise UserError(f"results directory {results} does not exist; run `rlvr eval --out {results}/NAME` first")
     runs, notes = collect_runs(results)
@@ -153,5 +210,14 @@ def build_leaderboard(results: Path, out: Path, mix: bool = False, plots: bool =
     # every summary field of every ranked cell, for pandas / the hub (harness.results.load_summaries + rank)
     frame.assign(run_path=frame["link"]).drop(columns=["link"]).to_parquet(out / "leaderboard.parquet", index=False)
     figures = all_plots(runs) if plots else []
-    (out / "index.html").write_text(render_page(tables, figures, generated, link_prefix, notes), encoding="utf-8")
-    return {"runs": len(runs), "tables": len(tables), "plots": [pid for pid, _, _ in figures], "out": str(out)}
+    pages = write_sample_pages(tables, out) if sample_pages else {}
+    (out / "index.html").write_text(
+        render_page(tables, figures, generated, link_prefix, notes, pages), encoding="utf-8"
+    )
+    return {
+        "runs": len(runs),
+        "tables": len(tables),
+        "plots": [pid for pid, _, _ in figures],
+        "out": str(out),
+        "sample_pages": len(pages),
+    }

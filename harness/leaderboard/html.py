@@ -7,6 +7,7 @@ import html
 import json
 from typing import Any
 
+from harness.leaderboard.samples_page import anchor
 from harness.leaderboard.tables import Table, cell_text, describe_protocol, protocol_values
 from harness.report_format import percent
 
@@ -75,7 +76,9 @@ def table_anchor(table: Table) -> str:
     return "protocol-" + "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in table.key)
 
 
-def table_html(table: Table, index: int, link_prefix: str) -> str:
+def table_html(table: Table, index: int, link_prefix: str, pages: dict[str, str] | None = None) -> str:
+    """One protocol's table; each cell links to its samples (``pages``: run link -> samples page)."""
+    pages = pages or {}
     head = ['<th class="text">#</th>', '<th class="text">model</th>']
     head += [f'<th class="text">{html.escape(k)}</th>' for k in table.differing]
     head += [f"<th>{html.escape(label)}</th>" for label, _ in table.columns]
@@ -92,11 +95,15 @@ def table_html(table: Table, index: int, link_prefix: str) -> str:
             f'<td class="text" data-sort="{html.escape(str(flat.get(k)))}">{html.escape(str(flat.get(k)))}</td>'
             for k in table.differing
         ]
-        for label, _ in table.columns:
+        for label, bench_name in table.columns:
             bench = row["cells"].get(label)
             text = cell_text(bench)
             main, _, rest = text.partition(" [")
             shown = html.escape(main) + (f' <span class="ci">[{html.escape(rest)}</span>' if rest else "")
+            page = pages.get(row["link"])
+            if bench is not None and page:
+                target = html.escape(f"{page}#{anchor(bench_name)}")
+                shown = f'<a href="{target}" title="the samples behind this number">{shown}</a>'
             cells.append(f'<td data-sort="{_sort_value(bench)}">{shown}</td>')
         average = row["average"]
         css = "" if row["complete"] else ' class="incomplete" title="not every benchmark evaluated"'
@@ -112,7 +119,12 @@ def table_html(table: Table, index: int, link_prefix: str) -> str:
 
 
 def render_page(
-    tables: list[Table], plots: list[tuple[str, str, str]], generated: str, link_prefix: str, notes: list[str]
+    tables: list[Table],
+    plots: list[tuple[str, str, str]],
+    generated: str,
+    link_prefix: str,
+    notes: list[str],
+    pages: dict[str, str] | None = None,
 ) -> str:
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>rlvr leaderboard</title>",
@@ -129,7 +141,12 @@ def render_page(
         "benchmark)</p>",
     ]
     parts += [f"<p class='note'>{html.escape(n)}</p>" for n in notes]
-    parts += [table_html(t, i, link_prefix) for i, t in enumerate(tables)]
+    if pages:
+        parts.append(
+            "<p class='note'>Click a score to see the samples behind it (prompt, completion, extracted answer, gold, "
+            "verdict); a run that did not keep its samples.jsonl has no link.</p>"
+        )
+    parts += [table_html(t, i, link_prefix, pages) for i, t in enumerate(tables)]
     if plots:
         parts.append("<h2>Plots</h2>")
         parts += [

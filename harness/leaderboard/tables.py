@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.report_format import flatten, percent, percent_ci
+from harness.report_format import benchmark_label, flatten, percent, percent_ci
 
 PROTOCOL_COLUMNS = {
     "template.name": "template",
@@ -78,18 +78,20 @@ def _data_key(bench: dict[str, Any]) -> str | None:
 
 
 def _columns(runs: list[Run]) -> tuple[list[tuple[str, str]], dict[tuple[str, str], str]]:
-    """Column per (benchmark, data revision); labels disambiguate same-name columns (e.g. two
-    different --limit slices of one benchmark)."""
-    seen: dict[str, list[str]] = {}
+    """Column per (benchmark, data revision); labels say when a column covers part of a benchmark
+    (``gsm8k (4/1319)``: a ``--limit`` run) and disambiguate same-name columns (``#2``)."""
+    seen: dict[str, list[tuple[str | None, str]]] = {}
     for run in runs:
         for name, bench in run.summary["benchmarks"].items():
             prints = seen.setdefault(name, [])
-            if _data_key(bench) not in prints:
-                prints.append(_data_key(bench))
+            if _data_key(bench) not in [fp for fp, _ in prints]:
+                prints.append((_data_key(bench), benchmark_label(name, bench, run.summary)))
     columns, label_of = [], {}
     for name, prints in seen.items():
-        for index, fp in enumerate(prints):
-            label = name if len(prints) == 1 else f"{name} #{index + 1}"
+        labels = [label for _, label in prints]
+        for index, (fp, label) in enumerate(prints):
+            if labels.count(label) > 1:
+                label = f"{label} #{labels[: index + 1].count(label)}"
             columns.append((label, name))
             label_of[(name, fp)] = label
     return columns, label_of

@@ -111,7 +111,11 @@ def judge_env() -> dict[str, str]:
 
 
 class CodeGrader:
-    """Grades programs with a warm pool of ``workers`` sandboxing judges. Thread-safe."""
+    """Grades programs with a warm pool of ``workers`` sandboxing judges. Thread-safe.
+
+    ``verify(completion, tests, **options)`` grades one program (the options of ``verify_code``),
+    ``verify_batch(items)`` many; ``close()`` stops the judges, as leaving a ``with CodeGrader()
+    as grader:`` block does."""
 
     def __init__(
         self, workers: int | None = None, limits: Limits | Mapping[str, Any] | None = None, unsafe: bool = False
@@ -135,10 +139,17 @@ class CodeGrader:
         self.pool.warm_up()
 
     def close(self) -> None:
+        """Stop the judge processes (a later call starts them again)."""
         with self._lock:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+
+    def __enter__(self) -> "CodeGrader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def prepare(
         self,

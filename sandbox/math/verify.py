@@ -50,6 +50,15 @@ class MathGrader:
     1 = the caller's thread only) read answers out of large batches in parallel. Use one grader per process
     (``default_grader()`` is shared); it is thread-safe. ``timeout`` is each symbolic comparison's
     budget in CPU seconds of its worker (see the module docstring).
+
+    ``verify(completion, answer, **options)`` grades one completion (the options of
+    ``verify_math``), ``verify_batch(items, **options)`` many ``{"completion", "answer", ...}``
+    items. Workers start on first use; ``close()`` stops them, and a ``with MathGrader(...) as
+    grader:`` block closes it on the way out::
+
+        with MathGrader(workers=2, timeout=2.0) as grader:
+            grader.verify(r"\boxed{4}", "4").correct                           # True
+            [v.reason for v in grader.verify_batch([{"completion": "7", "answer": "8"}])]  # ['wrong_answer']
     """
 
     def __init__(self, workers: int | None = None, timeout: float = DEFAULT_TIMEOUT, shards: int | None = None):
@@ -86,11 +95,18 @@ class MathGrader:
         self.shards.warm_up()
 
     def close(self) -> None:
+        """Stop the worker and shard processes (a later call starts them again)."""
         self.shards.close()
         with self._lock:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+
+    def __enter__(self) -> "MathGrader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     # ---- one item ------------------------------------------------------------------------
     def _finish(
@@ -127,6 +143,8 @@ class MathGrader:
         multiple: bool = False,
         **options: Any,
     ) -> Verdict:
+        """Grade one completion against a gold answer with this grader's pool and timeout; the
+        options are ``verify_math``'s (``policy``, ``timeout``, gold declarations, policy fields)."""
         start = time.perf_counter()
         resolved = resolve_policy(policy, **options)
         gold = gold_spec(answer, answer_type=answer_type, tolerance=tolerance, multiple=multiple)
