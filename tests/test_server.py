@@ -108,10 +108,12 @@ def test_sandbox_fusion_protocol(server):
     assert ok["run_result"]["stdout"] == "cba\n" and ok["run_result"]["return_code"] == 0
     bad_exit = post(server, "/run_code", {"code": "import sys\nsys.exit(3)", "language": "python"}).json()
     assert bad_exit["status"] == "Failed" and bad_exit["run_result"]["return_code"] == 3
+    assert bad_exit["message"] == "the program exited with code 3"  # not the run status "re"
     tle = post(server, "/run_code", {"code": "while True: pass", "language": "python", "run_timeout": 1}).json()
     assert tle["status"] == "Failed" and tle["run_result"]["status"] == "TimeLimitExceeded"
     ce = post(server, "/run_code", {"code": "int main( {", "language": "cpp"}).json()
     assert ce["status"] == "Failed" and ce["compile_result"]["return_code"] != 0 and ce["run_result"] is None
+    assert ce["message"].startswith("compilation failed")
     cpp = post(
         server,
         "/run_code",
