@@ -233,6 +233,11 @@ SHELL_SKIP = (
     ("rlvr train ", "trains a model (minutes); parsed and resolved above; tests/test_trainers_e2e.py trains"),
     ("rlvr ablate ", "one evaluation per template (minutes); parsed above; tests/test_templates.py"),
     ("rlvr serve", "a server that runs until stopped; tests/test_server.py starts one"),
+    (
+        "torchrun ",
+        "launches one training process per GPU; its `rlvr train` part is parsed, resolved and planned above, and "
+        "tests/test_distributed.py runs torchrun with 2 ranks",
+    ),
     ("rlvr grade --kind math --input c.jsonl --output v.jsonl --ray", "needs a Ray cluster at HEAD:6379"),
 )
 
@@ -248,7 +253,7 @@ def _shell_lines() -> list[str]:
             pending = ""
             if line.endswith("\\"):
                 pending = line[:-1] + " "
-            elif line:
+            elif line and not line.startswith("#"):  # a comment line says, it does not run
                 lines.append(line)
     return lines
 

@@ -531,8 +531,9 @@ def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path, tiny_mod
     from conftest import ROOT
 
     out = tmp_path / "run"
-    args = ["eval", "--model", tiny_model, "--benchmarks", "arith", "--n", "4", "--temperature", "1.0"]
-    args += ["--max-tokens", "8", "--batch-size", "1", "--no-progress", "--out", str(out)]
+    # far more work than the test waits for (a loaded machine must not let the run finish first)
+    args = ["eval", "--model", tiny_model, "--benchmarks", "arith", "--n", "64", "--temperature", "1.0"]
+    args += ["--max-tokens", "128", "--batch-size", "1", "--no-progress", "--out", str(out)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", *args],
         cwd=ROOT,
@@ -546,6 +547,7 @@ def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path, tiny_mod
         if path.exists() and path.read_text().count("\n") >= 2:
             break
         time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
