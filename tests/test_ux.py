@@ -521,14 +521,26 @@ def test_vllm_setting_errors_become_one_line(monkeypatch):
     assert "\n" not in message and "max_model_len (100000) is greater" in message and "pydantic.dev" not in message
 
 
-def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path, tiny_model):
+def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path):
     """The real command, interrupted as a user would: exit 130, every written sample kept, the run
-    marked partial, and one line saying how to resume."""
+    marked partial, and one line saying how to resume. The model is random and its end token
+    unlikely, so samples run to the token budget and the run cannot end before the signal."""
     import signal
     import subprocess
     import sys
 
+    import torch
     from conftest import ROOT
+    from transformers import LlamaForCausalLM
+
+    from harness.models import tiny_random_model
+
+    path = tiny_random_model(tmp_path / "rambling-llama", favoured="")
+    model = LlamaForCausalLM.from_pretrained(path)
+    with torch.no_grad():
+        model.lm_head.weight[model.generation_config.eos_token_id, 0] = -4.0  # never ends early
+    model.save_pretrained(path, safe_serialization=True)
+    tiny_model = str(path)
 
     out = tmp_path / "run"
     # far more work than the test waits for (a loaded machine must not let the run finish first)
