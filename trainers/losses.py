@@ -56,15 +56,21 @@ def ppo_clip_terms(
     """Per-token clipped-surrogate loss and clip indicators; ``advantages`` is per sequence (S,)
     or per token (S, T). ``clip_low`` marks tokens whose ratio is clipped at 1 − ε_low with a
     negative advantage, ``clip_high`` at 1 + ε_high with a positive one (where clipping bites)."""
-    adv = advantages[:, None] if advantages.dim() == 1 else advantages
     ratio = torch.exp(logp - old_logp)
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv
+    return {**clipped_surrogate(ratio, _per_token(advantages), eps_low, eps_high), "ratio": ratio}
+
+
+def clipped_surrogate(
+    ratio: torch.Tensor, advantages: torch.Tensor, eps_low: float, eps_high: float
+) -> dict[str, torch.Tensor]:
+    """−min(r·Â, clip(r, 1−ε_low, 1+ε_high)·Â) and where the clip bites (``clip_low``: r below
+    1−ε_low with Â < 0, ``clip_high``: above 1+ε_high with Â > 0); ``ratio`` and ``advantages``
+    broadcast: one form for PPO's token ratio and GSPO's sequence ratio."""
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantages
     return {
-        "loss": -torch.minimum(unclipped, clipped),
-        "ratio": ratio,
-        "clip_low": ((ratio < 1.0 - eps_low) & (adv < 0)).float(),
-        "clip_high": ((ratio > 1.0 + eps_high) & (adv > 0)).float(),
+        "loss": -torch.minimum(ratio * advantages, clipped),
+        "clip_low": ((ratio < 1.0 - eps_low) & (advantages < 0)).float(),
+        "clip_high": ((ratio > 1.0 + eps_high) & (advantages > 0)).float(),
     }
 
 
@@ -100,12 +106,8 @@ def gspo_terms(
     if advantages.dim() != 1:
         raise ValueError("gspo takes one advantage per sequence; gspo_token takes per-token advantages")
     ratio = torch.exp(sequence_log_ratio(logp, old_logp, mask))
-    loss = -torch.minimum(ratio * advantages, torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantages)
-    return {
-        "loss": loss[:, None].expand_as(logp),
-        "clip_low": ((ratio < 1.0 - eps_low) & (advantages < 0)).float()[:, None].expand_as(logp),
-        "clip_high": ((ratio > 1.0 + eps_high) & (advantages > 0)).float()[:, None].expand_as(logp),
-    }
+    terms = clipped_surrogate(ratio, advantages, eps_low, eps_high)
+    return {key: value[:, None].expand_as(logp) for key, value in terms.items()}
 
 
 def gspo_token_terms(
@@ -122,13 +124,7 @@ def gspo_token_terms(
     with one advantage per sequence it equals ``gspo`` in value and gradient under every
     aggregation (each weighs a sequence's tokens alike)."""
     ratio = torch.exp(sequence_log_ratio(logp, old_logp, mask).detach()[:, None] + logp - logp.detach())
-    adv = _per_token(advantages)
-    loss = -torch.minimum(ratio * adv, torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv)
-    return {
-        "loss": loss,
-        "clip_low": ((ratio < 1.0 - eps_low) & (adv < 0)).float(),
-        "clip_high": ((ratio > 1.0 + eps_high) & (adv > 0)).float(),
-    }
+    return clipped_surrogate(ratio, _per_token(advantages), eps_low, eps_high)
 
 
 def cispo_terms(
