@@ -14,22 +14,26 @@ from harness.errors import UserError
 from harness.eval_config import EvalConfig
 
 
+def _joined_lines(block: str) -> list[str]:
+    """A code block's lines, stripped, with ``\\`` continuations joined into one."""
+    lines, pending = [], ""
+    for line in block.splitlines():
+        line = pending + line.strip()
+        pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+        else:
+            lines.append(line)
+    return lines
+
+
 def _readme_examples() -> list[str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     commands = []
     for language, block in re.findall(r"```([a-z]*)\n(.*?)```", text, flags=re.S):
         if language == "text":  # a program's output, not a command to run
             continue
-        pending = ""
-        for line in block.splitlines():
-            line = pending + line.strip()
-            pending = ""
-            if line.endswith("\\"):
-                pending = line[:-1] + " "
-                continue
-            line = _after_torchrun(line)
-            if line.startswith("rlvr "):
-                commands.append(line)
+        commands += [line for line in map(_after_torchrun, _joined_lines(block)) if line.startswith("rlvr ")]
     return commands
 
 
@@ -245,16 +249,8 @@ SHELL_SKIP = (
 def _shell_lines() -> list[str]:
     lines = []
     for lang, _, text in readme_blocks():
-        if lang not in ("bash", "sh", "shell"):
-            continue
-        pending = ""
-        for line in text.splitlines():
-            line = pending + line.strip()
-            pending = ""
-            if line.endswith("\\"):
-                pending = line[:-1] + " "
-            elif line and not line.startswith("#"):  # a comment line says, it does not run
-                lines.append(line)
+        if lang in ("bash", "sh", "shell"):  # a comment line says, it does not run
+            lines += [line for line in _joined_lines(text) if line and not line.startswith("#")]
     return lines
 
 
