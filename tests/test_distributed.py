@@ -24,7 +24,8 @@ from safetensors.torch import load_file
 from harness.errors import UserError
 from trainers.checkpoint import load_trainer_state
 from trainers.config import build_config
-from trainers.distributed import FAIL_ENV, TIMEOUT_ENV, Shard, split_groups
+from trainers.distributed import FAIL_ENV, TIMEOUT_ENV
+from trainers.distributed_rows import Shard, split_groups
 from trainers.loop import run_training
 from trainers.losses import AGGREGATIONS, token_weights
 from trainers.telemetry import read_log

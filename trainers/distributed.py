@@ -1,8 +1,7 @@
 """Data-parallel training on ``torch.distributed``, launched by ``torchrun`` (one rank per device;
 one node or several). ``rlvr train`` notices the launch (``WORLD_SIZE`` > 1, or any ``torchrun``)
 and joins the ``env://`` process group: NCCL on CUDA, gloo on a CPU. A single process uses only
-the resume helpers at the end (it can continue a sharded checkpoint); its own checkpoints are
-unchanged.
+``trainers.distributed_checkpoint``'s resume helpers (it can continue a sharded checkpoint).
 
 What a rank does, and why N ranks make the update one process makes on the same batch:
 
@@ -11,30 +10,15 @@ What a rank does, and why N ranks make the update one process makes on the same 
   every group (token ids, texts, verdicts). Sample seeds depend on (run seed, step, prompt,
   sample), never on the rank, so the samples are those one process draws. Selection (DAPO's
   filter, SRPO's history) and the logged rollout metrics then see the whole step on every rank.
-* **Rows that train here.** The global minibatch of ``minibatch_size`` rows (whole groups: it
-  must be a multiple of ``group_size``) is split across the ranks by whole groups, so each
-  optimizer step sees exactly the rows of the single-process minibatch. Each rank's part of a
-  minibatch is padded with dummy rows (one attended token, nothing trained) to the largest part,
-  so every rank runs the same number of micro-batches: forward/backward collectives (DDP's
-  all-reduce, FSDP's all-gather / reduce-scatter) pair up across ranks.
-* **Normalisation.** Token weights are computed locally (``trainers.losses.token_weights``) and
-  rescaled by ``world_size · local denominator / global denominator``: the rows of the global
-  minibatch (``seq_mean_token_mean``, Dr. GRPO's ``seq_mean_token_sum_norm``) or its tokens
-  (``token_mean``), both all-reduced (SUM) once per update. DDP and FSDP *average* gradients
-  over ranks; the factor ``world_size`` turns that average back into the sum, so the gradient is
-  the single-process gradient. DDP syncs only on a minibatch's last micro-batch
-  (``require_backward_grad_sync``, what ``no_sync`` sets), FSDP likewise
-  (``set_requires_gradient_sync``).
+* **Rows that train here, and their normalisation.** ``trainers.distributed_rows``: each rank
+  trains its whole groups of the global minibatch, weighted so that the gradient is the
+  single-process gradient.
 * **Metrics.** Update totals (tokens, clip counts, KL, entropy, loss) are all-reduced (SUM); the
   grad norm is the global one (DDP: after the all-reduce; FSDP: ``DTensor.full_tensor``); rollout
   metrics come from the gathered groups; timings are the slowest rank's. Only rank 0 writes the
   log, ``config.yaml`` and progress lines; it alone runs ``eval_every`` evaluations.
-* **Checkpoints.** ``checkpoint-<step>/`` holds the plain Hugging Face export (full state dict
-  gathered to rank 0, ``save_pretrained``: what ``rlvr eval --model`` reads), ``trainer_state.pt``
-  (step, scheduler, curriculum, selection, every rank's RNG) and ``dcp/``: model and optimizer
-  sharded with ``torch.distributed.checkpoint`` (``get_state_dict`` / ``set_state_dict``).
-  ``--resume`` reloads them exactly; DCP reshards, so another world size (or one process) resumes
-  too, equal then up to floating-point summation order.
+* **Checkpoints.** ``trainers.distributed_checkpoint``: the HF export, the trainer state and the
+  sharded model and optimizer (DCP), which any world size (or one process) resumes.
 * **Failures.** The process group has a timeout (``RLVR_DIST_TIMEOUT_S``, default 1800 s). A
   rank that dies makes torchrun's elastic agent stop the others (SIGTERM); a rank then prints
   one line and exits non-zero, as it does when a collective fails first. ``--resume`` continues
@@ -53,26 +37,20 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
 import sys
-import warnings
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
+
+from trainers.distributed_rows import LOCAL_DENOMINATOR, Shard, split_groups
 
 #: test hook: ``RANK:STEP`` makes that rank exit (status 1) in that step, after generating
 FAIL_ENV = "RLVR_TEST_FAIL_RANK_AT_STEP"
 TIMEOUT_ENV = "RLVR_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800
-DCP_DIR = "dcp"
-
-#: how ``trainers.losses.token_weights`` normalises each aggregation locally: by the rows of the
-#: minibatch or by its tokens (a new mode must say which before it runs under torchrun)
-LOCAL_DENOMINATOR = {"seq_mean_token_mean": "rows", "seq_mean_token_sum_norm": "rows", "token_mean": "tokens"}
 
 _CONTEXT: Context | None = None
 
@@ -333,51 +311,6 @@ class Context:
         torch.distributed.all_reduce(tensor, op=reduce_op, group=self.cpu_group)
         return tensor.tolist()
 
-    # -- checkpoints -----------------------------------------------------------------------------
-
-    def save_checkpoint(
-        self, out: Path, step: int, tokenizer: Any, optimizer: torch.optim.Optimizer | None, trainer: dict[str, Any]
-    ) -> Path:
-        """``out/checkpoint-<step>``: the HF export (rank 0), ``trainer_state.pt`` and the sharded
-        ``dcp/``; written in a temporary directory renamed by rank 0 once every rank is done."""
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_model_state_dict,
-            get_optimizer_state_dict,
-        )
-
-        from trainers.checkpoint import STATE_FILE, rng_state
-
-        final = Path(out) / f"checkpoint-{step:06d}"
-        tmp = final.with_name(final.name + ".tmp")
-        model = self.train_model
-        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-        if self.is_main:
-            if tmp.exists():
-                shutil.rmtree(tmp)
-            tmp.mkdir(parents=True)
-        self.barrier()
-        state = {"model": get_model_state_dict(model)}
-        if optimizer is not None:
-            state["optim"] = get_optimizer_state_dict(model, optimizer)
-        dcp.save(state, checkpoint_id=str(tmp / DCP_DIR), process_group=self.cpu_group)
-        rngs = self.gather(rng_state())
-        if self.is_main:
-            plain = unwrap(model)
-            plain.save_pretrained(tmp, state_dict=full, safe_serialization=True)
-            tokenizer.save_pretrained(tmp)
-            sharded = {"world_size": self.world, "parallel": self.parallel, "optimizer": optimizer is not None}
-            torch.save(
-                {"step": step, "rng": rngs[0], "rng_per_rank": rngs, "sharded": sharded, **trainer}, tmp / STATE_FILE
-            )
-            if final.exists():
-                shutil.rmtree(final)
-            tmp.rename(final)
-            (Path(out) / "latest").write_text(final.name + "\n")
-        self.barrier()
-        return final
-
     # -- rollout metrics -------------------------------------------------------------------------
 
     def max_times(self, times: dict[str, float]) -> dict[str, float]:
@@ -397,22 +330,6 @@ def transformer_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
         return blocks
     lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
     return list(max(lists, key=len)) if lists else []
-
-
-def split_groups(n_groups: int, per_minibatch: int, world: int) -> list[list[list[int]]]:
-    """Minibatch j holds groups [j·per_minibatch, ...); its groups are cut into ``world`` contiguous
-    parts as equal as possible (the larger parts rotate over the ranks from one minibatch to the next)."""
-    out = []
-    for j, start in enumerate(range(0, n_groups, per_minibatch)):
-        indices = list(range(start, min(n_groups, start + per_minibatch)))
-        base, extra = divmod(len(indices), world)
-        sizes = [base + (1 if (r - j) % world < extra else 0) for r in range(world)]
-        parts, at = [], 0
-        for size in sizes:
-            parts.append(indices[at : at + size])
-            at += size
-        out.append(parts)
-    return out
 
 
 class DistributedRollout:
@@ -445,121 +362,11 @@ class DistributedRollout:
         return self.ctx.max_times(self.worker.take_times())
 
 
-class Shard:
-    """This rank's rows of a step's batch: ``rows`` (global row indices, None = dummy) laid out as
-    ``minibatches`` (equal slices on every rank) with ``real`` rows each; the update's hooks."""
-
-    def __init__(self, ctx: Context, rows: list[int | None], minibatches: list[slice], real: list[int]):
-        self.ctx, self.rows, self.minibatches, self.real = ctx, rows, minibatches, real
-
-    def take(self, prompts: list, completions: list, advantages: torch.Tensor, keep: torch.Tensor, *per_token: Any):
-        """The local rows; a dummy row is the first prompt with no completion, advantage 0, not kept.
-        ``per_token``: more per-completion lists (e.g. the sampler's log-probs; None passes through),
-        empty on a dummy row."""
-        index = [r if r is not None else 0 for r in self.rows]
-        dummy = torch.tensor([r is None for r in self.rows])
-
-        def rows(column: Any) -> list | None:
-            return None if column is None else [column[r] if r is not None else [] for r in self.rows]
-
-        return (
-            [prompts[i] for i in index],
-            rows(completions),
-            torch.where(dummy, torch.zeros(()), advantages[index].float()),
-            torch.where(dummy, torch.zeros(()), keep[index].float()),
-            *(rows(column) for column in per_token),
-        )
-
-    def scales(self, completion_mask: torch.Tensor, cfg: Any) -> list[float]:
-        """Per minibatch: world · local denominator / global denominator (see the module docstring)."""
-        tokens = [float(completion_mask[mb].sum()) for mb in self.minibatches]
-        totals = self.ctx.all_reduce([float(n) for n in self.real] + tokens)
-        n = len(self.minibatches)
-        global_rows, global_tokens = totals[:n], totals[n:]
-        kind = LOCAL_DENOMINATOR[cfg.loss_agg]
-        out = []
-        for j, mb in enumerate(self.minibatches):
-            if kind == "rows":
-                local, total = float(mb.stop - mb.start), max(global_rows[j], 1.0)
-            else:
-                local, total = max(tokens[j], 1.0), max(global_tokens[j], 1.0)
-            out.append(self.ctx.world * local / total)
-        return out
-
-    def sync_gradients(self, model: torch.nn.Module, sync: bool) -> None:
-        """Gradients cross ranks only on a minibatch's last micro-batch (set before its forward)."""
-        if hasattr(model, "require_backward_grad_sync"):  # DDP: what no_sync() toggles
-            model.require_backward_grad_sync = sync
-        elif hasattr(model, "set_requires_gradient_sync"):  # FSDP2
-            model.set_requires_gradient_sync(sync)
-
-    def reduce_mismatch(self, sums: dict[str, float]) -> dict[str, float]:
-        """``trainers.losses.mismatch_sums`` over every rank: sums added, ``ratio_max`` the max."""
-        keys = sorted(k for k in sums if k != "ratio_max")
-        summed = dict(zip(keys, self.ctx.all_reduce([sums[k] for k in keys])))
-        summed["ratio_max"] = self.ctx.all_reduce([sums["ratio_max"]], op="max")[0]
-        return summed
-
-    def reduce(self, totals: dict[str, float]) -> dict[str, float]:
-        """Totals summed over ranks; the loss carried the factor world_size, taken out here."""
-        keys = sorted(totals)
-        summed = dict(zip(keys, self.ctx.all_reduce([totals[k] for k in keys])))
-        summed["loss"] = summed["loss"] / self.ctx.world
-        return summed
-
-
 def full_named_parameters(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """``named_parameters`` with every FSDP shard gathered (one parameter at a time; a collective:
     every rank iterates in the same order), plain tensors as they are."""
     for name, param in unwrap(model).named_parameters():
         yield name, param.full_tensor() if hasattr(param, "full_tensor") else param
-
-
-# -- resume --------------------------------------------------------------------------------------
-
-
-def is_sharded(state: dict[str, Any]) -> bool:
-    return "sharded" in state
-
-
-def has_optimizer(state: dict[str, Any]) -> bool:
-    return "optimizer" in state or bool(state.get("sharded", {}).get("optimizer"))
-
-
-def load_sharded(checkpoint: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Model and optimizer from ``checkpoint/dcp`` (any world size, or one process: DCP reshards)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
-    model_state, optim_state = get_state_dict(model, optimizer)
-    state = {"model": model_state, "optim": optim_state}
-    group = _CONTEXT.cpu_group if _CONTEXT is not None else None
-    no_dist = not torch.distributed.is_initialized()  # one process resuming: no group to plan with
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # (one process: meant)
-        dcp.load(state, checkpoint_id=str(Path(checkpoint) / DCP_DIR), process_group=group, no_dist=no_dist)
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-
-
-def load_optimizer(state: dict[str, Any], checkpoint: Path, model: torch.nn.Module, optimizer: Any) -> None:
-    """The optimizer (and, for a sharded checkpoint, the exact weights) of ``checkpoint``."""
-    from harness.errors import UserError
-
-    if is_sharded(state):
-        load_sharded(checkpoint, model, optimizer)
-        return
-    if _CONTEXT is not None and _CONTEXT.parallel == "fsdp":
-        raise UserError(
-            f"--resume: {checkpoint} is a single-process checkpoint; continue it in one process or with parallel: ddp"
-        )
-    optimizer.load_state_dict(state["optimizer"])
-
-
-def rank_rng(state: dict[str, Any]) -> dict[str, Any]:
-    """This rank's saved RNG streams (rank 0's when the run had fewer ranks, or one process)."""
-    per_rank = state.get("rng_per_rank")
-    rank = _CONTEXT.rank if _CONTEXT is not None else 0
-    return per_rank[rank] if per_rank and rank < len(per_rank) else state["rng"]
 
 
 class NullLog:

@@ -23,7 +23,7 @@ from harness.errors import UserError
 from harness.grading import EvalGrader
 from harness.templates import load_template
 from sandbox.verdict import UNVERIFIABLE_REASONS
-from trainers import distributed
+from trainers import distributed, distributed_checkpoint
 from trainers.advantages import compute_advantages, shape_rewards, zero_variance_fraction
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
 from trainers.config import (
@@ -195,11 +195,11 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     start, generations_total = 0, 0
     if checkpoint:
         state = load_trainer_state(checkpoint)
-        if not distributed.has_optimizer(state):
+        if not distributed_checkpoint.has_optimizer(state):
             raise UserError(
                 f"--resume: {checkpoint} has no optimizer state (trained with save_optimizer: false); start a new --out"
             )
-        distributed.load_optimizer(state, checkpoint, learner, optimizer)  # a sharded one: the weights too
+        distributed_checkpoint.load_optimizer(state, checkpoint, learner, optimizer)  # a sharded one: the weights too
         scheduler.load_state_dict(state["scheduler"])
         precision.load_state_dict(state.get("precision"))
         curriculum.load_state_dict(state["curriculum"])
@@ -207,7 +207,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
         selection = _stage_selection(cfg, curriculum)
         selection.load_state_dict(state["selection"], lookup)
         probe = _stage_probe(cfg, curriculum)
-        set_rng_state(distributed.rank_rng(state))
+        set_rng_state(distributed_checkpoint.rank_rng(state))
         start, generations_total = state["step"], state["generations_total"]
     grader = EvalGrader()
     template = load_template(cfg.template)
@@ -395,7 +395,7 @@ def _save(
     }
     optimizer = optimizer if cfg.save_optimizer else None
     if ctx := distributed.context():  # sharded (DCP) + the HF export, every rank taking part
-        return ctx.save_checkpoint(out, step, tokenizer, optimizer, trainer)
+        return distributed_checkpoint.save_checkpoint(ctx, out, step, tokenizer, optimizer, trainer)
     return save_checkpoint(out, step, model, tokenizer, optimizer, trainer)
 
 

@@ -117,7 +117,7 @@ def policy_update(
     ``cfg.tis_cap`` and sampler log-probs, each token's policy loss is multiplied by its truncated
     importance weight (computed once, before the update; no gradient). ``precision`` scales the
     loss under float16 compute (autocast itself is in the model's forward). Under torchrun
-    ``shard`` (``trainers.distributed.Shard``) gives this rank's part of each global minibatch, the
+    ``shard`` (``trainers.distributed_rows.Shard``) gives this rank's part of each global minibatch, the
     factor from local to global normalisation, the gradient-sync points and the metric reduction."""
     rows = batch.input_ids.shape[0]
     size = cfg.minibatch_size or rows

@@ -1,0 +1,119 @@
+"""Checkpoints of a data-parallel run, and resuming any checkpoint under any world size.
+
+``checkpoint-<step>/`` holds the plain Hugging Face export (full state dict gathered to rank 0,
+``save_pretrained``: what ``rlvr eval --model`` reads), ``trainer_state.pt`` (step, scheduler,
+curriculum, selection, every rank's RNG) and ``dcp/``: model and optimizer sharded with
+``torch.distributed.checkpoint`` (``get_state_dict`` / ``set_state_dict``). ``--resume`` reloads
+them exactly; DCP reshards, so another world size (or one process) resumes too, equal then up to
+floating-point summation order. A single process uses only the resume helpers here (it can
+continue a sharded checkpoint); its own checkpoints are ``trainers.checkpoint``'s.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainers.distributed import Context, context, unwrap
+
+DCP_DIR = "dcp"
+
+
+def save_checkpoint(
+    ctx: Context,
+    out: Path,
+    step: int,
+    tokenizer: Any,
+    optimizer: torch.optim.Optimizer | None,
+    trainer: dict[str, Any],
+) -> Path:
+    """``out/checkpoint-<step>``: the HF export (rank 0), ``trainer_state.pt`` and the sharded
+    ``dcp/``; written in a temporary directory renamed by rank 0 once every rank is done."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    from trainers.checkpoint import STATE_FILE, rng_state
+
+    final = Path(out) / f"checkpoint-{step:06d}"
+    tmp = final.with_name(final.name + ".tmp")
+    model = ctx.train_model
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if ctx.is_main:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+    ctx.barrier()
+    state = {"model": get_model_state_dict(model)}
+    if optimizer is not None:
+        state["optim"] = get_optimizer_state_dict(model, optimizer)
+    dcp.save(state, checkpoint_id=str(tmp / DCP_DIR), process_group=ctx.cpu_group)
+    rngs = ctx.gather(rng_state())
+    if ctx.is_main:
+        plain = unwrap(model)
+        plain.save_pretrained(tmp, state_dict=full, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        sharded = {"world_size": ctx.world, "parallel": ctx.parallel, "optimizer": optimizer is not None}
+        torch.save(
+            {"step": step, "rng": rngs[0], "rng_per_rank": rngs, "sharded": sharded, **trainer}, tmp / STATE_FILE
+        )
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        (Path(out) / "latest").write_text(final.name + "\n")
+    ctx.barrier()
+    return final
+
+
+def is_sharded(state: dict[str, Any]) -> bool:
+    return "sharded" in state
+
+
+def has_optimizer(state: dict[str, Any]) -> bool:
+    return "optimizer" in state or bool(state.get("sharded", {}).get("optimizer"))
+
+
+def load_sharded(checkpoint: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Model and optimizer from ``checkpoint/dcp`` (any world size, or one process: DCP reshards)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model_state, optim_state = get_state_dict(model, optimizer)
+    state = {"model": model_state, "optim": optim_state}
+    ctx = context()
+    group = ctx.cpu_group if ctx is not None else None
+    no_dist = not torch.distributed.is_initialized()  # one process resuming: no group to plan with
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # (one process: meant)
+        dcp.load(state, checkpoint_id=str(Path(checkpoint) / DCP_DIR), process_group=group, no_dist=no_dist)
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+
+
+def load_optimizer(state: dict[str, Any], checkpoint: Path, model: torch.nn.Module, optimizer: Any) -> None:
+    """The optimizer (and, for a sharded checkpoint, the exact weights) of ``checkpoint``."""
+    from harness.errors import UserError
+
+    if is_sharded(state):
+        load_sharded(checkpoint, model, optimizer)
+        return
+    ctx = context()
+    if ctx is not None and ctx.parallel == "fsdp":
+        raise UserError(
+            f"--resume: {checkpoint} is a single-process checkpoint; continue it in one process or with parallel: ddp"
+        )
+    optimizer.load_state_dict(state["optimizer"])
+
+
+def rank_rng(state: dict[str, Any]) -> dict[str, Any]:
+    """This rank's saved RNG streams (rank 0's when the run had fewer ranks, or one process)."""
+    per_rank = state.get("rng_per_rank")
+    ctx = context()
+    rank = ctx.rank if ctx is not None else 0
+    return per_rank[rank] if per_rank and rank < len(per_rank) else state["rng"]
