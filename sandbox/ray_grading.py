@@ -79,7 +79,7 @@ class GraderActor:
         self.service = GradingService(**options)
         self.service.math.start()
 
-    def grade(self, raw_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def grade(self, raw_items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Wire rows in, verdict dicts out, in order; a row that cannot be read is ``bad_input``."""
         parsed: list[Any] = []
         for index, raw in enumerate(raw_items):

@@ -26,8 +26,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
+from sandbox.grader import Grader
 from sandbox.process_wide import ProcessWide
 from sandbox.service import CODE_OPTIONS, GradingService, Item, parse_item
+from sandbox.verdict import Verdict
 
 _CODE_SOURCES = (
     "livecodebench",
@@ -211,7 +213,7 @@ def trl_reward_async(kind: str = "auto", **options: Any) -> Callable[..., Any]:
     return reward
 
 
-def _grade(items: list[Item], client: Any, service: GradingService | None):
+def _grade(items: list[Item], client: Any, service: Grader[Item, Verdict] | None) -> list[Verdict]:
     if client is not None:
         return client.grade_items(items)
     return (service or default_service()).grade(items)

@@ -14,7 +14,6 @@ from conftest import ROOT
 
 from harness.benchmarks.problems import Problem
 from harness.errors import UserError
-from trainers.corp import Centre, stage1, stage1_holdout_gate, stage2, support_halves
 from trainers.corp_ops import (
     KeySpace,
     cloud_stats,
@@ -22,6 +21,8 @@ from trainers.corp_ops import (
     holdout_gate,
     local_amplitudes,
 )
+from trainers.corp_stage1 import stage1, stage1_holdout_gate
+from trainers.corp_stage2 import Centre, Stage2Data, stage2, support_halves
 from trainers.es_config import ESConfig, build_es_config
 from trainers.perturb import Component, Perturber, spec_to_json
 from trainers.population import Scored
@@ -130,13 +131,15 @@ def test_stage1_merge_that_wins_on_the_probe_is_kept_only_if_it_beats_the_base_o
     space, A, rewards = _population()
     probe, holdout = _problems("probe", 16), _problems("holdout", 20)
     one = stage1(cfg, scorer, space, A, rewards, probe, NoLog(), False)
-    assert one["best"]["probe_accuracy"] == 1.0 > scorer.score([], probe).accuracy  # chosen on the probe, wins there
-    kept, decision, holdout_correct = stage1_holdout_gate(cfg, scorer, space, one["best"]["amplitudes"], holdout)
-    assert decision is not None and decision.accepted is better_on_holdout
+    assert one.choice.probe_accuracy == 1.0 > scorer.score([], probe).accuracy  # chosen on the probe, wins there
+    gate = stage1_holdout_gate(cfg, scorer, space, one.choice.amplitudes, holdout)
+    decision, kept = gate.decision, gate.amplitudes
+    assert decision is not None and decision.accepted is better_on_holdout and gate.kept is better_on_holdout
+    assert gate.holdout_correct is not None
     if better_on_holdout:  # 10 fixed, 0 broken of 20
-        assert np.array_equal(kept, one["best"]["amplitudes"]) and holdout_correct.all()
+        assert np.array_equal(kept, one.choice.amplitudes) and gate.holdout_correct.all()
     else:  # equal on the hold-out split: rejected, Stage 2 starts from the base
-        assert decision.lcb == 0.0 and not kept.any() and holdout_correct.sum() == 10
+        assert decision.lcb == 0.0 and not kept.any() and gate.holdout_correct.sum() == 10
     assert all(benchmarks == ("holdout",) for perturbed, benchmarks in scorer.calls[-2:])
 
 
@@ -145,7 +148,7 @@ def test_corp_search_ships_the_stage1_merge_only_through_the_holdout_gate(tmp_pa
     """The whole CoRP search on a scripted scorer: every perturbed model wins on the support and
     the probe; on the hold-out split it ties the base or beats it."""
     import trainers.corp as corp
-    from trainers.es_loop import Splits
+    from trainers.es_loop import SearchRun, Splits
 
     saved = {}
     monkeypatch.setattr(corp, "save_consolidated", lambda out, spec, *args, **kw: saved.update(spec=spec))
@@ -153,7 +156,7 @@ def test_corp_search_ships_the_stage1_merge_only_through_the_holdout_gate(tmp_pa
     scorer = ScriptedScorer(_base_or_better(better_on_holdout))
     scorer.noise_device, scorer.noise_draws = "cpu", None
     splits = Splits(_problems("support", 12), _problems("probe", 8), _problems("test", 10), _problems("holdout", 20))
-    report = corp.search(cfg, scorer, splits, NoLog(), tmp_path, "model", "model", False)
+    report = corp.search(SearchRun(cfg, scorer, splits, NoLog(), tmp_path, "model", "model", show=False))
     stage1 = report["stage1"]
     assert stage1["probe_accuracy"] == 1.0 > stage1["base_probe_accuracy"] == 0.5
     assert stage1["kept"] is better_on_holdout and stage1["holdout_gate"]["accepted"] is better_on_holdout
@@ -168,8 +171,8 @@ def test_stage1_is_ungated_only_when_asked_as_released():
     scorer = ScriptedScorer(_base_or_better(False))
     space, A, rewards = _population()
     amplitudes = A[0]
-    kept, decision, _ = stage1_holdout_gate(cfg, scorer, space, amplitudes, _problems("holdout", 20))
-    assert decision is None and kept is amplitudes and scorer.generations == 0
+    gate = stage1_holdout_gate(cfg, scorer, space, amplitudes, _problems("holdout", 20))
+    assert gate.decision is None and gate.kept and gate.amplitudes is amplitudes and scorer.generations == 0
 
 
 # ---------------------------------------------------------------- Stage 2
@@ -183,9 +186,11 @@ def test_stage2_round_passing_the_authors_gates_needs_the_holdout_too(better_on_
     probe, holdout = _problems("probe", 16), _problems("holdout", 20)
     base = [scorer.score([], part).correct for part in (selection, gate, probe, holdout)]
     centre = Centre(np.zeros(len(space)), *base)
-    final, rounds = stage2(
-        cfg, scorer, space, centre, cloud, 0.001, 0.001, (selection, gate), probe, NoLog(), False, holdout
+    data = Stage2Data(selection, gate, probe, holdout)
+    result = stage2(
+        cfg, scorer, space, centre, cloud=cloud, sigma=0.001, eta_c=0.001, data=data, log=NoLog(), show=False
     )
+    final, rounds = result.centre, result.record()
     (entry,) = rounds["rounds"]
     # selection half, gate half and probe all say "better": the authors' gates accept
     assert entry["accepted_by_authors_gates"] is True and entry["proposals_passing_gate"] >= 1

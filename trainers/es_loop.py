@@ -15,7 +15,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -94,7 +94,7 @@ class Population:
         return best_sigma(self.sigmas, self.scores)
 
     def density(self) -> dict[str, Any]:
-        """Solution density (operational definition, ALGORITHMS.md §4.5 [I]): the share of
+        """Solution density (operational definition, docs/algorithms.md §4.5 [I]): the share of
         perturbations whose support score beats the base's, overall and per σ."""
         base = self.base.accuracy
         per_sigma = {}
@@ -251,11 +251,31 @@ def rows_of(scored: Scored) -> list[tuple[str | None, bool, str]]:
     return list(zip(scored.extracted, scored.correct.tolist(), scored.texts))
 
 
-#: An algorithm's search: (cfg, scorer, splits, log, out, model_path, model_name, show) -> report.
-Search = Callable[..., dict[str, Any]]
+@dataclass(frozen=True)
+class SearchRun:
+    """What a population search works with: its settings, the scorer (the model, its exact base
+    copy, the grader), the data splits, the run's log and directory, the model it perturbs and
+    whether it prints progress."""
+
+    cfg: ESConfig
+    scorer: PopulationScorer
+    splits: Splits
+    log: ESLog
+    out: Path
+    model_path: str
+    model_name: str
+    show: bool = True
 
 
-def run_search(cfg: ESConfig, search: Search, resume: bool = False, show_progress: bool = True) -> Path:
+class PopulationSearch(Protocol):
+    """An algorithm's search (``randopt.search``, ``corp.search``): it spends ``run.scorer`` on
+    ``run.splits``, writes its own files under ``run.out`` and returns its report, which
+    ``run_search`` completes (model, minutes, grading, splits) and saves as ``report.json``."""
+
+    def __call__(self, run: SearchRun) -> dict[str, Any]: ...
+
+
+def run_search(cfg: ESConfig, search: PopulationSearch, resume: bool = False, show_progress: bool = True) -> Path:
     """The loop RandOpt and CoRP share: splits, the population scorer, the log, then the
     algorithm's ``search`` (its module passes it in), the report; returns the run directory."""
     from harness.models import resolve_model
@@ -284,7 +304,8 @@ def run_search(cfg: ESConfig, search: Search, resume: bool = False, show_progres
     log = ESLog(out, dataclasses.asdict(cfg))
     t0 = time.perf_counter()
     try:
-        report = search(cfg, scorer, splits, log, out, model_path, model_name, show_progress)
+        run = SearchRun(cfg, scorer, splits, log, out, model_path, model_name, show_progress)
+        report = search(run)
     finally:
         log.close()
         journal.close()

@@ -1,7 +1,7 @@
 """RandOpt (Gan & Isola, "Neural Thickets", arXiv 2603.12228): random guessing in weight space,
 then a vote.
 
-Training, fully parallel and gradient-free (ALGORITHMS.md §4.1; paper Alg. 1):
+Training, fully parallel and gradient-free (docs/algorithms.md §4.1; paper Alg. 1):
 
     s_1..s_N ~ without replacement from [0, 2^31)  (default_rng(42));  σ_i ~ Uniform(Σ)
     θ_i = θ_0 + σ_i ε(s_i);    score_i = R(θ_i, D_support)   (greedy decoding)
@@ -28,8 +28,7 @@ from harness.benchmarks.problems import Problem
 from harness.summary import vote_clusters
 from trainers.es_config import ESConfig
 from trainers.es_loop import (
-    ESLog,
-    Splits,
+    SearchRun,
     accuracy_report,
     progress,
     rows_of,
@@ -40,7 +39,7 @@ from trainers.es_loop import (
     write_test_samples,
 )
 from trainers.perturb import Component
-from trainers.population import PopulationScorer, Scored
+from trainers.population import Scored
 
 
 def majority_vote(
@@ -80,17 +79,10 @@ def ensemble(
     return Scored(np.array(correct, dtype=bool), extracted, reasons, texts)
 
 
-def search(
-    cfg: ESConfig,
-    scorer: PopulationScorer,
-    splits: Splits,
-    log: ESLog,
-    out: Path,
-    model_path: str,
-    model_name: str,
-    show: bool,
-) -> dict[str, Any]:
-    population = sample_population(cfg, scorer, splits.support, log, show)
+def search(run: SearchRun) -> dict[str, Any]:
+    """Stage 0, the top-K seeds saved, the base and every top-k vote tested."""
+    cfg, scorer, splits, log, out = run.cfg, run.scorer, run.splits, run.log, run.out
+    population = sample_population(cfg, scorer, splits.support, log, run.show)
     search_generations = scorer.generations
     ranked = population.ranked()
     write_population(out, population)
@@ -99,7 +91,7 @@ def search(
     (out / "top_k_seeds.json").write_text(
         json.dumps(
             {
-                "base_model": model_name,
+                "base_model": run.model_name,
                 "noise_dtype": cfg.noise_dtype,
                 "noise_device": scorer.noise_device,
                 "specialists": [{"seed": s[0].seed, "sigma": s[0].sigma} for s in top],
@@ -107,7 +99,7 @@ def search(
             indent=1,
         )
     )
-    progress(f"evaluating base and the top {k_max} specialists on {len(splits.test)} held-out problems", show)
+    progress(f"evaluating base and the top {k_max} specialists on {len(splits.test)} held-out problems", run.show)
     base = scorer.score([], splits.test)
     specialists = scorer.score_many(top, splits.test)
     same_answer = scorer.grader.same_answer

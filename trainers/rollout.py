@@ -19,7 +19,8 @@ from harness.backends.base import sample_seed
 from harness.backends.hf import encode_prompt, eos_token_ids
 from harness.backends.hf_sampling import sample_batch
 from harness.benchmarks.problems import Problem
-from harness.grading import EvalGrader
+from sandbox.grader import Grader
+from sandbox.verdict import Verdict
 
 
 class PromptCache:
@@ -132,7 +133,9 @@ class RolloutWorker:
     the sampler also returns its log-prob of every sampled token (the vLLM sampler does), which
     the groups carry for the sampler-learner mismatch metrics and truncated importance sampling."""
 
-    def __init__(self, sampler: Any, grader: EvalGrader, group_size: int, logprobs: bool = False):
+    def __init__(
+        self, sampler: Any, grader: Grader[tuple[Problem, str], Verdict], group_size: int, logprobs: bool = False
+    ):
         self.sampler, self.grader, self.group_size, self.logprobs = sampler, grader, group_size, logprobs
         self.generations = 0
         self.seconds = {"generate": 0.0, "score": 0.0}
