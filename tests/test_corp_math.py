@@ -1,4 +1,4 @@
-"""CoRP / RandOpt formulas against hand-computed values (ALGORITHMS.md §4.1, §5.4, §5.5)."""
+"""CoRP / RandOpt formulas against hand-computed values (docs/algorithms.md §4.1, §5.4, §5.5)."""
 
 import math
 

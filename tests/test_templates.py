@@ -4,7 +4,7 @@ shows the evaluated problem; template files; the chat template goes through the 
 import re
 
 import pytest
-from conftest import SHARED_REFERENCE
+from conftest import ROOT
 
 from harness.benchmarks.registry import MATH_INSTRUCTION, load_problems
 from harness.errors import UserError
@@ -13,7 +13,7 @@ from harness.templates import BUILTIN, load_template, pick_shots, render
 
 QUESTION = r"Let $f(x) = x^{2}$ and $\{a_n\}$ a sequence. Find $f(3)$."
 
-# The reference strings, as written in ALGORITHMS.md §2.5 (Dr. GRPO, understand-r1-zero).
+# The reference strings, as written in docs/algorithms.md §2.5 (Dr. GRPO, understand-r1-zero).
 R1 = (
     "A conversation between User and Assistant. The User asks a question, and the Assistant solves it. The Assistant "
     "first thinks about the reasoning process in the mind and then provides the User with the answer. The reasoning "
@@ -39,9 +39,8 @@ def test_stop_rules_follow_dr_grpo():
     assert BUILTIN["qwen_math"].stop == () and BUILTIN["no_template"].stop == ()
 
 
-@pytest.mark.skipif(not (SHARED_REFERENCE / "ALGORITHMS.md").exists(), reason="reference notes not present")
 def test_templates_match_the_reference_notes():
-    notes = (SHARED_REFERENCE / "ALGORITHMS.md").read_text()
+    notes = (ROOT / "docs" / "algorithms.md").read_text(encoding="utf-8")
     section = notes[notes.index("### 2.5") : notes.index("### 2.6")]
     blocks = re.findall(r"```\n(.*?)\n```", section, re.S)
     r1, qwen, bare = blocks[0], blocks[1] + "\n", blocks[2]  # "(A newline follows `assistant`.)"

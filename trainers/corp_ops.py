@@ -4,7 +4,8 @@ A perturbation spec Σ_j w_j σ_j ε(seed_j) is the vector of amplitudes a_j = w
 (seed_j, σ_j). Distinct seeds give nearly orthogonal Gaussian directions of (after scaling) equal
 norm, so inner products, norms, means and SVDs are computed on these short vectors and never in
 weight space — exactly as the authors' ``core/corp_ops.py`` / ``core/collapse_ops.py`` do
-(ALGORITHMS.md §5.2). Equation references are to ALGORITHMS.md §5.4 (Stage 1) and §5.5 (Stage 2).
+(docs/algorithms.md §5.2). Step numbers are those of docs/algorithms.md §5.4 (Stage 1) and §5.5
+(Stage 2).
 """
 
 from __future__ import annotations
@@ -308,7 +309,7 @@ def local_amplitudes(
 ) -> list[np.ndarray]:
     """Stage 2 step 1: an isotropic axis (seed, σ√λ_iso) plus Σ_k c_k u_k.
 
-    ``low_rank_scale="authors"`` (the released code, reproduced, not "fixed"; ALGORITHMS.md §5.5
+    ``low_rank_scale="authors"`` (the released code, reproduced, not "fixed"; docs/algorithms.md §5.5
     note): c_k = σ √(1 − λ_iso) √λ_k z_k with λ_k in amplitude² units, so this part scales as
     σ·√λ_k, a σ² quantity, and is negligible next to the isotropic one at small σ.
     ``low_rank_scale="trace"``: c_k = σ √(1 − λ_iso) √(λ_k / Σλ) z_k, so the low-rank part carries

@@ -14,7 +14,7 @@ AdamW (0.9, 0.95), lr 1e-6 constant, grad clip 1.0, G = 8, 128 prompts per step,
 max 3000 tokens, one PPO epoch (``presets/drgrpo/paper.yaml``).
 
 Rewards: oat rewards only the last ``\\boxed{}`` under the Qwen-Math and no templates and only
-the exact "</think> <answer> ... </answer>" format under R1 (ALGORITHMS.md §2.6), stricter than
+the exact "</think> <answer> ... </answer>" format under R1 (docs/algorithms.md §2.6), stricter than
 the default ``math`` policy, which also credits "the answer is X" and bare answers. The
 ``paper`` presets set ``math_policy`` to the original's (``ORIGINAL_REWARDS``): the policies
 ``boxed_only`` / ``r1_format`` of the one rlvr verifier, so rewards and evaluation grades agree;

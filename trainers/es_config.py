@@ -1,7 +1,7 @@
 """``ESConfig``: every setting of a gradient-free run (RandOpt, CoRP), typed, saved as ``config.yaml``.
 
 Layering as for the policy-gradient trainers: these defaults (the authors' released
-``scripts/run.sh`` values, ALGORITHMS.md §4.2 and §5.7) < a preset (``cpu-demo``, ``paper``) or
+``scripts/run.sh`` values, docs/algorithms.md §4.2 and §5.7) < a preset (``cpu-demo``, ``paper``) or
 a YAML file < ``--set key=value`` and ``--population N``.
 """
 
@@ -22,7 +22,7 @@ class ESConfig:
     ``train_source``, probe = the next ``probe_size`` (CoRP), hold-out gate = the next
     ``holdout_size`` (CoRP), test = ``test_source``. The four are disjoint (checked on load).
 
-    CoRP's hold-out gate (ours, on in every preset; ALGORITHMS.md §5.5 "held-out validation
+    CoRP's hold-out gate (ours, on in every preset; docs/algorithms.md §5.5 "held-out validation
     gate"): every candidate that would replace the current model — Stage 1's merge, and each
     Stage-2 round that the authors' gates (gate half of the support, then the probe) accept —
     is compared per problem with the current model on the hold-out split, which chose nothing

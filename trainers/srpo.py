@@ -1,6 +1,6 @@
 """SRPO (Zhang et al. 2025, Kwaipilot, arXiv 2504.14286): GRPO with a two-stage cross-domain
 schedule and History Resampling. No official code exists; what follows is our reading of the
-sources our notes could reach (ALGORITHMS.md §3), with every inference labelled.
+sources our notes could reach (docs/algorithms.md §3), with every inference labelled.
 
 * Objective: the GRPO clipped surrogate with group-normalised advantage (Â = (r − mean)/std,
   std kept **[inferred]**), token-level aggregation (1/Σ|o_i|) **[secondary source]**, no KL
@@ -24,7 +24,7 @@ sources our notes could reach (ALGORITHMS.md §3), with every inference labelled
   math it has not seen for a while, so every math prompt is rolled out again in stage 2's first
   epoch (G samples each, then HR drops the ones still solved): a bounded cost that lets HR see
   forgetting, where carrying the drops over would make stage 1's verdicts final (the "absorbing
-  state" the DPS paper criticises in HR, ALGORITHMS.md §3.3).
+  state" the DPS paper criticises in HR, docs/algorithms.md §3.3).
 * Reflection statistics (recheck / hesitation / exploration) are logged every step with our
   reconstruction of the keyword lists (the paper's are unpublished).
 

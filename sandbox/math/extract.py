@@ -180,7 +180,7 @@ R1_SEPARATOR = "</think> <answer>"
 def extract_original(completion: str, answer_format: str) -> Extraction:
     """The answer as Dr. GRPO's reward functions read it, so ``boxed_only`` / ``r1_format`` runs
     are rewarded as the paper's were (understand-r1-zero ``math_grader.py`` at dfca49d, as our
-    notes record it: ALGORITHMS.md §2.6 and fidelity check 6 in §2.11).
+    notes record it: docs/algorithms.md §2.6 and fidelity check 6 in §2.11).
 
     * ``boxed`` (``boxed_reward_fn``, Qwen-Math and no template): the last ``\\boxed{}`` /
       ``\\fbox{}`` of the whole completion (``</think>`` does not narrow the search), braces

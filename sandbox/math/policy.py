@@ -36,7 +36,7 @@ class MathPolicy:
             where echoing the question would otherwise be rewarded.
         answer_format: ``free`` (default): ``extract`` searches the completion. ``boxed`` and
             ``r1`` replace extraction by the Dr. GRPO reward functions (understand-r1-zero
-            ``math_grader.py``; our notes, ALGORITHMS.md §2.6), so a run can be rewarded as the
+            ``math_grader.py``; our notes, docs/algorithms.md §2.6), so a run can be rewarded as the
             original was while equivalence stays ours: ``boxed`` (``boxed_reward_fn``, Qwen-Math
             and no template) reads only the last ``\\boxed{}`` of the whole completion; ``r1``
             (``answer_tag_reward_fn``, R1 template) needs the exact ``</think> <answer>`` and a
