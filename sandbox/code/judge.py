@@ -27,12 +27,14 @@ from typing import Any
 from sandbox.code import box
 from sandbox.code.box import MARGIN_S, Box, SandboxDown
 from sandbox.code.channels import BUSY_PATIENCE, CODEC_BYTES_PER_S, CODEC_FIXED_S, CODEC_WALL_FACTOR, TOTAL_LIMIT_NOTE
+from sandbox.code.child import SHARED
 from sandbox.code.compare import Comparison, ResultJudge, describe_value, stdout_matches
 from sandbox.code.isolation import isolation_available
 from sandbox.code.judge_memory import limit_own_memory
 from sandbox.code.known_tests import tests_of
 from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
+from sandbox.code.output import longest_run
 from sandbox.code.tester import proxied_names
 from sandbox.code.zygote import start_zygote
 
@@ -203,7 +205,7 @@ class Submission:
         kind, time_s = test["kind"], test.get("time_s")
         if kind == "stdin":
             outcome, stdout = self.program.op(
-                {"op": "stdin", "time_s": time_s, "budget_s": self.remaining_s()},
+                {"op": "stdin", "time_s": time_s, "budget_s": self.remaining_s(), "graded": self.graded(test)},
                 test["input"].encode("utf-8", "surrogateescape"),
                 self.patient_wall(time_s) + MARGIN_S,
             )
@@ -217,6 +219,21 @@ class Submission:
             return ok, "ok" if ok else "wrong_answer", why, raw
         return self.run_assert(test)
 
+    def graded(self, test: dict[str, Any]) -> dict[str, Any] | None:
+        """How a graded stdin test's run is read (None for a run whose output is reported,
+        not compared): stdout kept as ``grade_stdio`` reads it, with room for four times the
+        expected output (a correct answer longer than ``output_kb`` is not cut off), and,
+        under LiveCodeBench's rule, ``SystemExit`` ending the program normally."""
+        if self.request.get("collect"):
+            return None
+        want = test["output"].strip()
+        room = min(4 * len(want) + (64 << 10), self.limits.result_mb << 20) >> 10
+        return {
+            "stdout_kb": room,
+            "run": longest_run(want),
+            "system_exit": self.comparison.rule in (None, "livecodebench"),
+        }
+
     def _send_calls(self, start: int) -> None:
         """Send the call tests from ``start`` on (at most the current batch size, calls only)."""
         end = start
@@ -224,9 +241,16 @@ class Submission:
             end += 1
         self.batch = min(2 * self.batch, MAX_BATCH)
         args = [base64.b64decode(test["args"]) for test in self.tests[start:end]]
-        calls = [{"name": "@entry", "time_s": test.get("time_s"), "flags": 0} for test in self.tests[start:end]]
+        calls = [
+            {"name": "@entry", "time_s": test.get("time_s"), "flags": SHARED if self.shared(test) else 0}
+            for test in self.tests[start:end]
+        ]
         self.inflight = (start, args, self._dispatch(calls, args))
         self.sent_at = time.monotonic()
+
+    def shared(self, test: dict[str, Any]) -> bool:
+        """LiveCodeBench's rule calls every test on one ``Solution`` instance, as its runner does."""
+        return (self.comparison.rule or test.get("rule")) == "livecodebench"
 
     def next_calls(self, index: int) -> list[tuple[bool, str, str, dict[str, Any]]]:
         """Verdicts of the batch of call tests that starts at ``index``. The batch after it is

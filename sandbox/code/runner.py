@@ -39,11 +39,19 @@ from sandbox.code.ipc import remove_ipc_objects
 from sandbox.code.isolation import PROGRAM_DIR, SCRATCH_DIR, ResourceLimits, fresh_scratch
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
+from sandbox.code.output import Capped, Sink, StrippedLines, Tail
 from sandbox.code.pump import PIPE_BYTES, Child, SetupFailed, pump
 from sandbox.code.tester import python_tester
 
 READY_WAIT_S = 10.0
 F_SETPIPE_SZ = 1031
+#: Bytes kept of a stream no comparison reads (stderr, stdout during calls, the compiler's):
+#: the end of it, for the verdict's detail; the rest is drained and dropped.
+KEPT_TAIL = 8000
+
+
+def tail() -> Tail:
+    return Tail(KEPT_TAIL)
 
 
 class Supervisor:
@@ -261,9 +269,11 @@ class Supervisor:
         stdin: bytes = b"",
         reset: bool = True,
         budget_s: float | None = None,
+        stdout: Sink | None = None,
     ) -> Outcome:
         """One process from start to exit: a stdin test or the compiler. ``budget_s``: what is
-        left of the submission's ``total_s``; the process never runs past it."""
+        left of the submission's ``total_s``; the process never runs past it. ``stdout``: what
+        is kept of its output (by default the end of it only)."""
         outcome = Outcome()
         cpu_before, oom_before = self._counters()
         child = self.spawn(target, step=step, time_s=time_s)
@@ -273,7 +283,8 @@ class Supervisor:
         pump(
             child,
             outcome,
-            self.limits.output_kb,
+            stdout or tail(),
+            tail(),
             self._reap,
             self.cpu_s,
             lambda: min(child.start + wall_s, hard_end),
@@ -315,15 +326,31 @@ class Supervisor:
     def wall_s(self, time_s: float | None) -> float:
         return (time_s or self.limits.time_s) * self.limits.wall_factor + self.limits.wall_grace_s
 
-    def run_stdin(self, stdin: bytes, time_s: float | None, budget_s: float | None = None) -> Outcome:
+    def run_stdin(
+        self,
+        stdin: bytes,
+        time_s: float | None,
+        budget_s: float | None = None,
+        graded: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """One stdin test. ``graded`` (a test whose output is compared, not shown): stdout is
+        kept as the comparison reads it (``StrippedLines``, ``stdout_kb`` of it), and with
+        ``system_exit`` a Python ``SystemExit`` ends the program as a normal exit does, as in
+        LiveCodeBench's runner. Without it, stdout is kept raw up to ``output_kb``."""
         path = os.path.join(self.prog_dir, self.language.source)
+        system_exit = bool(graded and graded.get("system_exit"))
         if self.language.warm:
-            target = lambda: (python_streams(self.isolated), python_main(path))  # noqa: E731
+            target = lambda: (python_streams(self.isolated), python_main(path, system_exit))  # noqa: E731
         else:
             argv = [a.format(bin=os.path.join(self.prog_dir, "main")) for a in self.language.run]
             target = lambda: os.execv(argv[0], argv)  # noqa: E731
+        cap = self.limits.output_kb << 10
+        if graded:
+            kept: Sink = StrippedLines(max(cap, int(graded.get("stdout_kb") or 0) << 10), graded.get("run"))
+        else:
+            kept = Capped(cap)
         limit = time_s or self.limits.time_s
-        return self.run_process(target, "test", limit, self.wall_s(time_s), stdin, budget_s=budget_s)
+        return self.run_process(target, "test", limit, self.wall_s(time_s), stdin, budget_s=budget_s, stdout=kept)
 
     def run_calls(
         self, entry: str | None, calls: list[tuple[bytes, int, float | None]], budget_s: float | None = None
@@ -355,7 +382,8 @@ class Supervisor:
         done = pump(
             child,
             spare,
-            self.limits.output_kb,
+            tail(),
+            tail(),
             self._reap,
             self.cpu_s,
             batch.deadline,
@@ -405,11 +433,13 @@ class Supervisor:
         deadline = child.start + wall_s
         feed = Feed(spec)
         reader = FrameReader(self.limits.result_mb << 21)
+        stdout, stderr = tail(), tail()
         while True:
             if not pump(
                 child,
                 outcome,
-                self.limits.output_kb,
+                stdout,
+                stderr,
                 self._reap,
                 self.cpu_s,
                 lambda: deadline,

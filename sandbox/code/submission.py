@@ -99,7 +99,9 @@ def serve_submission(
             break
         try:
             if op == "stdin":
-                outcome = supervisor.run_stdin(blob, message.get("time_s"), message.get("budget_s"))
+                outcome = supervisor.run_stdin(
+                    blob, message.get("time_s"), message.get("budget_s"), message.get("graded")
+                )
                 payload = outcome.stdout
             elif op == "calls":
                 batch, offset = [], 0
