@@ -34,7 +34,7 @@ from sandbox.code.judge_memory import limit_own_memory
 from sandbox.code.known_tests import tests_of
 from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
-from sandbox.code.output import longest_run
+from sandbox.code.output import stdout_form
 from sandbox.code.tester import proxied_names
 from sandbox.code.zygote import start_zygote
 
@@ -220,19 +220,12 @@ class Submission:
         return self.run_assert(test)
 
     def graded(self, test: dict[str, Any]) -> dict[str, Any] | None:
-        """How a graded stdin test's run is read (None for a run whose output is reported,
-        not compared): stdout kept as ``grade_stdio`` reads it, with room for four times the
-        expected output (a correct answer longer than ``output_kb`` is not cut off), and,
-        under LiveCodeBench's rule, ``SystemExit`` ending the program normally."""
+        """How a graded stdin test's run is read (None for a run whose output is shown, not
+        compared): ``stdout_form``, and under LiveCodeBench's rule ``SystemExit`` as an exit."""
         if self.request.get("collect"):
             return None
-        want = test["output"].strip()
-        room = min(4 * len(want) + (64 << 10), self.limits.result_mb << 20) >> 10
-        return {
-            "stdout_kb": room,
-            "run": longest_run(want),
-            "system_exit": self.comparison.rule in (None, "livecodebench"),
-        }
+        lcb = self.comparison.rule in (None, "livecodebench")
+        return {**stdout_form(test["output"], self.limits.result_mb << 20), "system_exit": lcb}
 
     def _send_calls(self, start: int) -> None:
         """Send the call tests from ``start`` on (at most the current batch size, calls only)."""
@@ -241,16 +234,14 @@ class Submission:
             end += 1
         self.batch = min(2 * self.batch, MAX_BATCH)
         args = [base64.b64decode(test["args"]) for test in self.tests[start:end]]
+        # LiveCodeBench's rule calls every test on one ``Solution`` instance, as its runner does
+        lcb = [(self.comparison.rule or test.get("rule")) == "livecodebench" for test in self.tests[start:end]]
         calls = [
-            {"name": "@entry", "time_s": test.get("time_s"), "flags": SHARED if self.shared(test) else 0}
-            for test in self.tests[start:end]
+            {"name": "@entry", "time_s": test.get("time_s"), "flags": SHARED if one else 0}
+            for test, one in zip(self.tests[start:end], lcb)
         ]
         self.inflight = (start, args, self._dispatch(calls, args))
         self.sent_at = time.monotonic()
-
-    def shared(self, test: dict[str, Any]) -> bool:
-        """LiveCodeBench's rule calls every test on one ``Solution`` instance, as its runner does."""
-        return (self.comparison.rule or test.get("rule")) == "livecodebench"
 
     def next_calls(self, index: int) -> list[tuple[bool, str, str, dict[str, Any]]]:
         """Verdicts of the batch of call tests that starts at ``index``. The batch after it is

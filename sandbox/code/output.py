@@ -31,6 +31,11 @@ WHITESPACE = b" \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 _BLANK = WHITESPACE + b"\n"
 
 
+#: Bytes kept of a stream no comparison reads (stderr, stdout during calls, the compiler's):
+#: the end of it, for the verdict's detail; the rest is drained and dropped.
+KEPT_TAIL = 8000
+
+
 class Capped:
     """Every byte up to ``cap``; ``add`` returns False once more arrived."""
 
@@ -62,6 +67,10 @@ class Tail:
 
     def value(self) -> bytes:
         return bytes(self.data[-self.keep :])
+
+
+def tail() -> Tail:
+    return Tail(KEPT_TAIL)
 
 
 class StrippedLines:
@@ -143,6 +152,14 @@ class StrippedLines:
 
     def value(self) -> bytes:
         return bytes(self.data)
+
+
+def stdout_form(expected: str, most: int) -> dict[str, int]:
+    """How a graded test keeps stdout: room for four times the expected output (a correct
+    answer longer than ``output_kb`` is not cut off; at most ``most`` bytes) and the longest
+    whitespace run that can still matter (``StrippedLines``)."""
+    want = expected.strip()
+    return {"stdout_kb": min(4 * len(want) + (64 << 10), most) >> 10, "run": longest_run(want)}
 
 
 def longest_run(text: str) -> int:

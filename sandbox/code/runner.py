@@ -14,13 +14,11 @@ never sees expected outputs; it reports raw outputs to the judge outside.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import resource
 import select
 import shutil
 import signal
-import struct
 import time
 from typing import Any, Callable
 
@@ -30,7 +28,6 @@ from sandbox.code.channels import (
     TOTAL_LIMIT_NOTE,
     BatchReader,
     Feed,
-    FrameReader,
     Outcome,
     hard_patience,
 )
@@ -39,19 +36,11 @@ from sandbox.code.ipc import remove_ipc_objects
 from sandbox.code.isolation import PROGRAM_DIR, SCRATCH_DIR, ResourceLimits, fresh_scratch
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
-from sandbox.code.output import Capped, Sink, StrippedLines, Tail
+from sandbox.code.output import Capped, Sink, StrippedLines, tail
 from sandbox.code.pump import PIPE_BYTES, Child, SetupFailed, pump
-from sandbox.code.tester import python_tester
 
 READY_WAIT_S = 10.0
 F_SETPIPE_SZ = 1031
-#: Bytes kept of a stream no comparison reads (stderr, stdout during calls, the compiler's):
-#: the end of it, for the verdict's detail; the rest is drained and dropped.
-KEPT_TAIL = 8000
-
-
-def tail() -> Tail:
-    return Tail(KEPT_TAIL)
 
 
 class Supervisor:
@@ -424,54 +413,6 @@ class Supervisor:
         self.reset_scratch()
         outcomes += [Outcome(status="skipped") for _ in range(len(calls) - len(outcomes))]
         return outcomes
-
-    def run_tester(self, spec: bytes, wall_s: float, relay: Callable[[bytes], bytes]) -> Outcome:
-        """One assert-style test in this (tester) sandbox: the tester child's call frames are
-        relayed to the judge, whose answers are fed back, until the child reports the end."""
-        outcome = Outcome()
-        child = self.spawn(lambda: (python_streams(self.isolated), python_tester()), step="tester", channels=True)
-        deadline = child.start + wall_s
-        feed = Feed(spec)
-        reader = FrameReader(self.limits.result_mb << 21)
-        stdout, stderr = tail(), tail()
-        while True:
-            if not pump(
-                child,
-                outcome,
-                stdout,
-                stderr,
-                self._reap,
-                self.cpu_s,
-                lambda: deadline,
-                lambda: None,
-                feed,
-                "to_child",
-                reader,
-            ):
-                if outcome.status == "ok":
-                    self.classify(child, outcome, float("inf"), 0.0, 0)
-                    outcome.status = "tester_died" if outcome.status in ("ok", "re") else outcome.status
-                break
-            frame, reader.frame = reader.frame or b"", None
-            try:
-                head_size = struct.unpack_from("!I", frame)[0]
-                done = json.loads(frame[8 : 8 + head_size]).get("op") == "done"
-            except (struct.error, ValueError, AttributeError):
-                outcome.status = "tester_died"
-                break
-            if done:
-                outcome.result = frame
-                break
-            reply = relay(frame)
-            if not reply:
-                outcome.status = "aborted"
-                break
-            feed = Feed(reply)
-        outcome.wall_ms = (time.monotonic() - child.start) * 1000
-        self.close_child(child)
-        self.kill_everything(child)
-        self.reset_scratch()
-        return outcome
 
     def finish(self) -> None:
         if self.call_child is not None:
