@@ -48,8 +48,10 @@ SANDBOX_ENV = {
 }
 CALL_ARGS_FD, CALL_RESULT_FD = 3, 4
 _U32 = struct.Struct("!I")
-#: Request flags (supervisor to call child).
-WRITEBACK, HANDLES = 1, 2
+#: Request flags (supervisor to call child). ``SHARED``: the entry is a method of one
+#: ``Solution`` instance made on first use and kept for every later call (LiveCodeBench's
+#: runner makes one per problem); without it each call gets a fresh instance.
+WRITEBACK, HANDLES, SHARED = 1, 2, 4
 ENTRY = "@entry"
 
 
@@ -118,6 +120,8 @@ def _flush_and_exit(code: int) -> None:
 
 
 _COMPILED: dict[str, Any] = {}
+#: The one ``Solution`` instance of a call child's ``SHARED`` calls.
+_SHARED: list[Any] = []
 
 
 def compile_program(path: str) -> None:
@@ -143,15 +147,20 @@ def _run_python_script(path: str, run_name: str) -> dict[str, Any]:
     return run_code(code, {"__name__": run_name, "__file__": path, "__builtins__": builtins})
 
 
-def python_main(path: str) -> None:
-    """Run a stdin program as ``__main__``; exceptions are runtime errors."""
+def python_main(path: str, system_exit_ends: bool = False) -> None:
+    """Run a stdin program as ``__main__``; exceptions are runtime errors. ``system_exit_ends``:
+    ``SystemExit`` (``exit(1)``, ``sys.exit(main())``) ends the program like falling off its
+    end, whatever its code, as LiveCodeBench's runner catches it; what was printed is the
+    answer. Only that exception: any other one, and ``os._exit`` with a non-zero status, is
+    still a runtime error."""
     import traceback
 
     code = 0
     try:
         _run_python_script(path, "__main__")
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not system_exit_ends:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
         traceback.print_exc()
         code = 1
@@ -185,7 +194,9 @@ def encode_call_request(name: str, args: bytes, flags: int = 0, handle: int = 0)
     return _U32.pack(len(body)) + body
 
 
-def _resolve(namespace: dict[str, Any], entry: str | None, name: str, handle: int, handles: dict[int, Any]) -> Any:
+def _resolve(
+    namespace: dict[str, Any], entry: str | None, name: str, handle: int, handles: dict[int, Any], flags: int = 0
+) -> Any:
     if handle:
         target = handles[handle]
         return getattr(target, name) if name else target
@@ -194,7 +205,11 @@ def _resolve(namespace: dict[str, Any], entry: str | None, name: str, handle: in
             raise NameError("no entry point was named")
         cls = namespace.get("Solution")
         if isinstance(cls, type) and hasattr(cls, entry):
-            return getattr(cls(), entry)
+            if not flags & SHARED:
+                return getattr(cls(), entry)
+            if not _SHARED or _SHARED[0] is not cls:
+                _SHARED[:] = [cls, cls()]
+            return getattr(_SHARED[1], entry)
         name = entry
     if name not in namespace or not callable(namespace[name]):
         raise NameError(f"no function or Solution method named {name!r}")
@@ -246,7 +261,7 @@ def python_calls(path: str, entry: str | None, max_result_bytes: int) -> None:
         # look-ups, the function, a replaced sys.stdout's flush): all of it on the call's clock.
         _send(out, b"S")
         try:
-            value = _resolve(namespace, entry, name, handle, handles)(*args, **kwargs)
+            value = _resolve(namespace, entry, name, handle, handles, flags)(*args, **kwargs)
         except BaseException as exc:
             _send(out, b"R" + _message(b"E", exc))
             continue

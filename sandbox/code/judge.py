@@ -27,12 +27,14 @@ from typing import Any
 from sandbox.code import box
 from sandbox.code.box import MARGIN_S, Box, SandboxDown
 from sandbox.code.channels import BUSY_PATIENCE, CODEC_BYTES_PER_S, CODEC_FIXED_S, CODEC_WALL_FACTOR, TOTAL_LIMIT_NOTE
+from sandbox.code.child import SHARED
 from sandbox.code.compare import Comparison, ResultJudge, describe_value, stdout_matches
 from sandbox.code.isolation import isolation_available
 from sandbox.code.judge_memory import limit_own_memory
 from sandbox.code.known_tests import tests_of
 from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
+from sandbox.code.output import stdout_form
 from sandbox.code.tester import proxied_names
 from sandbox.code.zygote import start_zygote
 
@@ -203,7 +205,7 @@ class Submission:
         kind, time_s = test["kind"], test.get("time_s")
         if kind == "stdin":
             outcome, stdout = self.program.op(
-                {"op": "stdin", "time_s": time_s, "budget_s": self.remaining_s()},
+                {"op": "stdin", "time_s": time_s, "budget_s": self.remaining_s(), "graded": self.graded(test)},
                 test["input"].encode("utf-8", "surrogateescape"),
                 self.patient_wall(time_s) + MARGIN_S,
             )
@@ -217,6 +219,14 @@ class Submission:
             return ok, "ok" if ok else "wrong_answer", why, raw
         return self.run_assert(test)
 
+    def graded(self, test: dict[str, Any]) -> dict[str, Any] | None:
+        """How a graded stdin test's run is read (None for a run whose output is shown, not
+        compared): ``stdout_form``, and under LiveCodeBench's rule ``SystemExit`` as an exit."""
+        if self.request.get("collect"):
+            return None
+        lcb = self.comparison.rule in (None, "livecodebench")
+        return {**stdout_form(test["output"], self.limits.result_mb << 20), "system_exit": lcb}
+
     def _send_calls(self, start: int) -> None:
         """Send the call tests from ``start`` on (at most the current batch size, calls only)."""
         end = start
@@ -224,7 +234,12 @@ class Submission:
             end += 1
         self.batch = min(2 * self.batch, MAX_BATCH)
         args = [base64.b64decode(test["args"]) for test in self.tests[start:end]]
-        calls = [{"name": "@entry", "time_s": test.get("time_s"), "flags": 0} for test in self.tests[start:end]]
+        # LiveCodeBench's rule calls every test on one ``Solution`` instance, as its runner does
+        lcb = [(self.comparison.rule or test.get("rule")) == "livecodebench" for test in self.tests[start:end]]
+        calls = [
+            {"name": "@entry", "time_s": test.get("time_s"), "flags": SHARED if one else 0}
+            for test, one in zip(self.tests[start:end], lcb)
+        ]
         self.inflight = (start, args, self._dispatch(calls, args))
         self.sent_at = time.monotonic()
 

@@ -37,7 +37,10 @@ class Limits:
         total_s: wall clock for the whole submission, compile included.
         memory_mb: memory of the whole sandbox (every process together, a cgroup); where the
             machine has no usable cgroup, the address space of each process (RLIMIT_AS).
-        output_kb: stdout (and separately stderr) bytes read per test; more is ``output_limit``.
+        output_kb: stdout bytes kept per test; more is ``output_limit``. A graded stdin test
+            keeps stdout as its comparison reads it (whitespace it ignores is not counted) and
+            has room for four times its expected output if that is more; stderr, and stdout
+            during functional calls, are drained and never a limit.
         processes: processes and threads the sandbox may hold at once.
         open_files, file_kb: descriptors per process, size of one written file.
         scratch_mb, scratch_files: size and file count (inodes) of the per-test ``/tmp``.

@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sandbox.code.channels import STDERR_TAIL, Feed, Outcome
+from sandbox.code.channels import Feed, Outcome
+from sandbox.code.output import Sink
 
 #: Pipes to and from children are enlarged to this (fewer wakeups for large values).
 PIPE_BYTES = 1 << 20
@@ -36,7 +37,8 @@ class Child:
 def pump(
     child: Child,
     outcome: Outcome,
-    output_kb: int,
+    stdout: Sink,
+    stderr: Sink,
     reap: Callable[[Child], bool],
     cpu_s: Callable[[Child], float],
     deadline: Callable[[], float],
@@ -47,20 +49,19 @@ def pump(
     coalesce_s: float = 0.0,
     patience: Callable[[], float] = lambda: 0.0,
 ) -> bool:
-    """Move bytes until the child exits or ``reader`` has a complete message, enforcing the
-    output cap (``output_kb``), the wall clock and the CPU budget (``cpu_s`` of the child, which
-    ``reap`` collects once it exits). Never blocks on the child. Returns True
-    when the reader is satisfied. ``coalesce_s``: wake at most this often, so answers to
-    many short calls are read together (timings are then this coarse). ``patience``: how
-    much longer than its wall clock a runnable program under its CPU budget may take."""
-    cap = output_kb * 1024
+    """Move bytes until the child exits or ``reader`` has a complete message, keeping output
+    in ``stdout`` / ``stderr`` (a sink that refuses more is ``ole``), enforcing the wall clock
+    and the CPU budget (``cpu_s`` of the child, which ``reap`` collects once it exits). Never
+    blocks on the child. Returns True when the reader is satisfied. ``coalesce_s``: wake at
+    most this often, so answers to many short calls are read together (timings are then this
+    coarse). ``patience``: how much longer than its wall clock a runnable program under its
+    CPU budget may take."""
     feed = feed or Feed()
     fds = child.fds
     if not feed.data and feed_key == "stdin" and fds["stdin"] is not None:
         os.close(fds["stdin"])
         fds["stdin"] = None
-    out, err = bytearray(outcome.stdout), bytearray(outcome.stderr)
-    err_total, exited_at, next_cpu_check = 0, None, 0.0
+    exited_at, next_cpu_check = None, 0.0
     satisfied, woke = False, 0.0
     try:
         while True:
@@ -130,21 +131,10 @@ def pump(
                     os.close(fd)
                     fds[key] = None
                     continue
-                if key == "stdout":
-                    out += chunk
-                    if len(out) > cap:
-                        del out[cap:]
+                if key in ("stdout", "stderr"):
+                    if not (stdout if key == "stdout" else stderr).add(chunk):
                         outcome.status = "ole"
-                        outcome.notes.append("stdout limit")
-                        return False
-                elif key == "stderr":
-                    err_total += len(chunk)
-                    err += chunk
-                    if len(err) > 4 * STDERR_TAIL:
-                        del err[: len(err) - STDERR_TAIL]
-                    if err_total > cap:
-                        outcome.status = "ole"
-                        outcome.notes.append("stderr limit")
+                        outcome.notes.append(f"{key} limit")
                         return False
                 elif reader is not None and reader.feed(
                     chunk, time.monotonic(), getattr(reader, "cpu", None) or (lambda: cpu_s(child))
@@ -153,7 +143,7 @@ def pump(
             if satisfied:
                 return True
     finally:
-        outcome.stdout, outcome.stderr = bytes(out), bytes(err)
+        outcome.stdout, outcome.stderr = stdout.value(), stderr.value()
     return False
 
 

@@ -14,13 +14,11 @@ never sees expected outputs; it reports raw outputs to the judge outside.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import resource
 import select
 import shutil
 import signal
-import struct
 import time
 from typing import Any, Callable
 
@@ -30,7 +28,6 @@ from sandbox.code.channels import (
     TOTAL_LIMIT_NOTE,
     BatchReader,
     Feed,
-    FrameReader,
     Outcome,
     hard_patience,
 )
@@ -39,8 +36,8 @@ from sandbox.code.ipc import remove_ipc_objects
 from sandbox.code.isolation import PROGRAM_DIR, SCRATCH_DIR, ResourceLimits, fresh_scratch
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
+from sandbox.code.output import Capped, Sink, StrippedLines, tail
 from sandbox.code.pump import PIPE_BYTES, Child, SetupFailed, pump
-from sandbox.code.tester import python_tester
 
 READY_WAIT_S = 10.0
 F_SETPIPE_SZ = 1031
@@ -261,9 +258,11 @@ class Supervisor:
         stdin: bytes = b"",
         reset: bool = True,
         budget_s: float | None = None,
+        stdout: Sink | None = None,
     ) -> Outcome:
         """One process from start to exit: a stdin test or the compiler. ``budget_s``: what is
-        left of the submission's ``total_s``; the process never runs past it."""
+        left of the submission's ``total_s``; the process never runs past it. ``stdout``: what
+        is kept of its output (by default the end of it only)."""
         outcome = Outcome()
         cpu_before, oom_before = self._counters()
         child = self.spawn(target, step=step, time_s=time_s)
@@ -273,7 +272,8 @@ class Supervisor:
         pump(
             child,
             outcome,
-            self.limits.output_kb,
+            stdout or tail(),
+            tail(),
             self._reap,
             self.cpu_s,
             lambda: min(child.start + wall_s, hard_end),
@@ -315,15 +315,31 @@ class Supervisor:
     def wall_s(self, time_s: float | None) -> float:
         return (time_s or self.limits.time_s) * self.limits.wall_factor + self.limits.wall_grace_s
 
-    def run_stdin(self, stdin: bytes, time_s: float | None, budget_s: float | None = None) -> Outcome:
+    def run_stdin(
+        self,
+        stdin: bytes,
+        time_s: float | None,
+        budget_s: float | None = None,
+        graded: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """One stdin test. ``graded`` (a test whose output is compared, not shown): stdout is
+        kept as the comparison reads it (``StrippedLines``, ``stdout_kb`` of it), and with
+        ``system_exit`` a Python ``SystemExit`` ends the program as a normal exit does, as in
+        LiveCodeBench's runner. Without it, stdout is kept raw up to ``output_kb``."""
         path = os.path.join(self.prog_dir, self.language.source)
+        system_exit = bool(graded and graded.get("system_exit"))
         if self.language.warm:
-            target = lambda: (python_streams(self.isolated), python_main(path))  # noqa: E731
+            target = lambda: (python_streams(self.isolated), python_main(path, system_exit))  # noqa: E731
         else:
             argv = [a.format(bin=os.path.join(self.prog_dir, "main")) for a in self.language.run]
             target = lambda: os.execv(argv[0], argv)  # noqa: E731
+        cap = self.limits.output_kb << 10
+        if graded:
+            kept: Sink = StrippedLines(max(cap, int(graded.get("stdout_kb") or 0) << 10), graded.get("run"))
+        else:
+            kept = Capped(cap)
         limit = time_s or self.limits.time_s
-        return self.run_process(target, "test", limit, self.wall_s(time_s), stdin, budget_s=budget_s)
+        return self.run_process(target, "test", limit, self.wall_s(time_s), stdin, budget_s=budget_s, stdout=kept)
 
     def run_calls(
         self, entry: str | None, calls: list[tuple[bytes, int, float | None]], budget_s: float | None = None
@@ -355,7 +371,8 @@ class Supervisor:
         done = pump(
             child,
             spare,
-            self.limits.output_kb,
+            tail(),
+            tail(),
             self._reap,
             self.cpu_s,
             batch.deadline,
@@ -396,52 +413,6 @@ class Supervisor:
         self.reset_scratch()
         outcomes += [Outcome(status="skipped") for _ in range(len(calls) - len(outcomes))]
         return outcomes
-
-    def run_tester(self, spec: bytes, wall_s: float, relay: Callable[[bytes], bytes]) -> Outcome:
-        """One assert-style test in this (tester) sandbox: the tester child's call frames are
-        relayed to the judge, whose answers are fed back, until the child reports the end."""
-        outcome = Outcome()
-        child = self.spawn(lambda: (python_streams(self.isolated), python_tester()), step="tester", channels=True)
-        deadline = child.start + wall_s
-        feed = Feed(spec)
-        reader = FrameReader(self.limits.result_mb << 21)
-        while True:
-            if not pump(
-                child,
-                outcome,
-                self.limits.output_kb,
-                self._reap,
-                self.cpu_s,
-                lambda: deadline,
-                lambda: None,
-                feed,
-                "to_child",
-                reader,
-            ):
-                if outcome.status == "ok":
-                    self.classify(child, outcome, float("inf"), 0.0, 0)
-                    outcome.status = "tester_died" if outcome.status in ("ok", "re") else outcome.status
-                break
-            frame, reader.frame = reader.frame or b"", None
-            try:
-                head_size = struct.unpack_from("!I", frame)[0]
-                done = json.loads(frame[8 : 8 + head_size]).get("op") == "done"
-            except (struct.error, ValueError, AttributeError):
-                outcome.status = "tester_died"
-                break
-            if done:
-                outcome.result = frame
-                break
-            reply = relay(frame)
-            if not reply:
-                outcome.status = "aborted"
-                break
-            feed = Feed(reply)
-        outcome.wall_ms = (time.monotonic() - child.start) * 1000
-        self.close_child(child)
-        self.kill_everything(child)
-        self.reset_scratch()
-        return outcome
 
     def finish(self) -> None:
         if self.call_child is not None:

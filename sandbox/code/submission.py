@@ -20,6 +20,7 @@ from sandbox.code.isolation import seal_program_dir
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
 from sandbox.code.runner import SetupFailed, Supervisor
+from sandbox.code.tester_relay import run_tester
 from sandbox.wire import read_frame, write_frame
 
 
@@ -99,7 +100,9 @@ def serve_submission(
             break
         try:
             if op == "stdin":
-                outcome = supervisor.run_stdin(blob, message.get("time_s"), message.get("budget_s"))
+                outcome = supervisor.run_stdin(
+                    blob, message.get("time_s"), message.get("budget_s"), message.get("graded")
+                )
                 payload = outcome.stdout
             elif op == "calls":
                 batch, offset = [], 0
@@ -124,7 +127,7 @@ def serve_submission(
                 )
                 continue
             elif op == "assert":
-                outcome = supervisor.run_tester(_frame(message["spec"], b""), float(message["wall_s"]), relay)
+                outcome = run_tester(supervisor, _frame(message["spec"], b""), float(message["wall_s"]), relay)
                 payload = outcome.result or b""
             else:
                 outcome, payload = Outcome(status="sandbox", error=f"unknown operation {op!r}"), b""

@@ -1,0 +1,171 @@
+"""What the supervisor keeps of a child's output streams, in bounded memory.
+
+A cap on output is a safety limit (a program must not make the supervisor buffer without
+bound), never a rule of the benchmark: it must not fail a program for output the comparison
+never reads. So each stream keeps only what its judge can use:
+
+* ``Capped``: every byte, up to a cap (a raw run that reports what the program printed);
+* ``Tail``: the last bytes only, never a failure (stderr, which no comparison reads, and
+  stdout during functional calls, which LiveCodeBench and EvalPlus both ignore);
+* ``StrippedLines``: stdout of a graded stdin test in the form LiveCodeBench's ``grade_stdio``
+  reads it (the whole output stripped, then each line), built as the bytes arrive, so trailing
+  spaces, blank lines and leading whitespace cost nothing against the cap; only what the
+  comparison looks at does.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+
+class Sink(Protocol):
+    def add(self, chunk: bytes) -> bool: ...
+
+    def value(self) -> bytes: ...
+
+
+#: ASCII bytes that ``str.strip()`` removes, less the line break (lines are split on it). The
+#: judge strips the decoded text again, so keeping other (Unicode) whitespace is still exact.
+WHITESPACE = b" \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
+_BLANK = WHITESPACE + b"\n"
+
+
+#: Bytes kept of a stream no comparison reads (stderr, stdout during calls, the compiler's):
+#: the end of it, for the verdict's detail; the rest is drained and dropped.
+KEPT_TAIL = 8000
+
+
+class Capped:
+    """Every byte up to ``cap``; ``add`` returns False once more arrived."""
+
+    def __init__(self, cap: int, start: bytes = b""):
+        self.cap, self.data = cap, bytearray(start)
+
+    def add(self, chunk: bytes) -> bool:
+        self.data += chunk
+        if len(self.data) > self.cap:
+            del self.data[self.cap :]
+            return False
+        return True
+
+    def value(self) -> bytes:
+        return bytes(self.data)
+
+
+class Tail:
+    """The last ``keep`` bytes; never over any limit (the rest is drained and dropped)."""
+
+    def __init__(self, keep: int, start: bytes = b""):
+        self.keep, self.data = keep, bytearray(start[-keep:])
+
+    def add(self, chunk: bytes) -> bool:
+        self.data += chunk[-self.keep :]
+        if len(self.data) > 4 * self.keep:
+            del self.data[: len(self.data) - self.keep]
+        return True
+
+    def value(self) -> bytes:
+        return bytes(self.data[-self.keep :])
+
+
+def tail() -> Tail:
+    return Tail(KEPT_TAIL)
+
+
+class StrippedLines:
+    """stdout as ``grade_stdio`` compares it: ``"\\n".join(line.strip() for line in
+    out.strip().split("\\n"))``, computed on the stream. Only these bytes count against
+    ``cap``. Whitespace is held back until a visible byte shows it is inside a line (at a line's
+    ends it is dropped; blank lines are a count), and a run of it inside a line longer than
+    ``run`` bytes (the expected output has none that long) is kept as ``run`` + 1 spaces: such
+    a line can only match token by token, where the run's length and bytes do not matter."""
+
+    def __init__(self, cap: int, run: int | None = None):
+        self.cap = cap
+        self.run = max(1, run if run is not None else cap) + 1
+        self.long_run = None if run is None else re.compile(b"[" + re.escape(WHITESPACE) + b"]{%d,}" % (self.run + 1))
+        self.data = bytearray()
+        self.started = False  # a visible byte was seen: blank lines from here on count
+        self.in_line = False  # the current line has a visible byte
+        self.spaces = bytearray()  # whitespace after the current line's last visible byte
+        self.breaks = 0  # line breaks since the last visible byte
+
+    def add(self, chunk: bytes) -> bool:
+        if not chunk.translate(None, _BLANK):
+            breaks = chunk.count(b"\n")
+            if breaks:
+                self._line_break(breaks)
+            elif self.in_line:
+                self._hold(chunk)
+            return True
+        for number, piece in enumerate(chunk.split(b"\n")):
+            if number:
+                self._line_break(1)
+            if piece and not self._segment(piece):
+                return False
+        return True
+
+    def _line_break(self, count: int) -> None:
+        self.spaces.clear()
+        self.in_line = False
+        if self.started:
+            self.breaks += count
+
+    def _hold(self, spaces: bytes) -> None:
+        self.spaces += spaces[: self.run + 1]
+        if len(self.spaces) > self.run:
+            self.spaces[:] = self._shorten(bytes(self.spaces))
+
+    def _shorten(self, text: bytes) -> bytes:
+        return text if self.long_run is None else self.long_run.sub(b" " * self.run, text)
+
+    def _segment(self, piece: bytes) -> bool:
+        """A part of one line (no line break in it)."""
+        core = piece.strip(WHITESPACE)
+        if not core:
+            if self.in_line:
+                self._hold(piece)
+            return True
+        lead = len(piece) - len(piece.lstrip(WHITESPACE))
+        if self.in_line:
+            self._hold(piece[:lead])
+            if len(self.data) + len(self.spaces) > self.cap:
+                return self._over()
+            self.data += self.spaces
+        elif self.started:
+            if len(self.data) + self.breaks > self.cap:
+                return self._over()
+            self.data += b"\n" * self.breaks
+        self.breaks = 0
+        self.started = self.in_line = True
+        self.spaces.clear()
+        self.data += self._shorten(core) if len(core) > self.run else core
+        self._hold(piece[lead + len(core) :])
+        if len(self.data) > self.cap:
+            return self._over()
+        return True
+
+    def _over(self) -> bool:
+        del self.data[self.cap :]
+        return False
+
+    def value(self) -> bytes:
+        return bytes(self.data)
+
+
+def stdout_form(expected: str, most: int) -> dict[str, int]:
+    """How a graded test keeps stdout: room for four times the expected output (a correct
+    answer longer than ``output_kb`` is not cut off; at most ``most`` bytes) and the longest
+    whitespace run that can still matter (``StrippedLines``)."""
+    want = expected.strip()
+    return {"stdout_kb": min(4 * len(want) + (64 << 10), most) >> 10, "run": longest_run(want)}
+
+
+def longest_run(text: str) -> int:
+    """The longest run of ``WHITESPACE`` inside a line of ``text`` (``StrippedLines``'s ``run``)."""
+    runs = _RUN.findall(text)
+    return max(map(len, runs), default=0)
+
+
+_RUN = re.compile("[" + re.escape(WHITESPACE.decode()) + "]+")
