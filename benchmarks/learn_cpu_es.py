@@ -228,16 +228,11 @@ def render(
 
 
 def finished_with(out: Path, cfg) -> bool:
-    """True when ``out`` holds a finished run of this config (up to settings that change no
-    completion: the output path, worker count, noise cache), so its records are left as written."""
-    from trainers.config import settings_differing_from_saved
-    from trainers.es_loop import RESUMABLE_CHANGES
+    """True when ``out`` holds a finished run of this config (up to the settings a resume may
+    change: none changes a completion), so its records are left as written."""
+    from harness.run_config import changed_settings
 
-    return (
-        (out / "report.json").is_file()
-        and (out / "config.yaml").is_file()
-        and not settings_differing_from_saved(out, cfg, ignore=RESUMABLE_CHANGES)
-    )
+    return (out / "report.json").is_file() and (out / "config.yaml").is_file() and not changed_settings(out, cfg)
 
 
 def shown_command(argv: Sequence[str]) -> str:
