@@ -17,7 +17,7 @@ solution density.
 ``--set`` overrides a config field for both runs (e.g. ``--set support_size=192``; CoRP-only
 fields such as ``probe_size`` or ``local_population`` are ignored by RandOpt). ``--resume`` keeps a
 run directory whose ``report.json`` exists and whose ``config.yaml`` equals the resolved config
-(except ``out``) and continues an unfinished one from its generation journal, so a long
+(except the settings a resume may change: ``out``, ``workers``, ``noise_cache_gb``) and continues an unfinished one from its generation journal, so a long
 comparison can be killed and finished in parts, with the numbers of one uninterrupted run.
 
 ``--equal-budget`` runs CoRP first (population ``--corp-population``, default N/10), then gives

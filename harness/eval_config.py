@@ -14,6 +14,7 @@ from sandbox.math.policy import PRESETS as MATH_PRESETS
 
 BACKENDS = ("hf", "vllm", "openai")
 
+#: every field names its role (harness.run_config.Role), short
 P, R, N = Role.PROTOCOL, Role.RESULT, Role.NOT_SCORED
 EMBEDDED_MODEL = "the embedded SmolLM2-135M-Instruct"
 

@@ -105,9 +105,9 @@ def meaning(cls: Any, name: str) -> Meaning:
     return cls.__dataclass_fields__[name].metadata["rlvr"]
 
 
-def fields_in(cls: Any, role: Role | None = None) -> list[str]:
-    """Field names of ``cls`` in declaration order (only those of ``role`` when given)."""
-    return [f.name for f in dataclasses.fields(cls) if role is None or meaning(cls, f.name).role is role]
+def fields_in(cls: Any) -> list[str]:
+    """Field names of ``cls`` in declaration order (the order of ``config.yaml``)."""
+    return [f.name for f in dataclasses.fields(cls)]
 
 
 def scored_settings(config: Any) -> dict[str, Any]:
@@ -136,6 +136,8 @@ def saved_config(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _changed(saved: Mapping[str, Any], config: Any) -> list[str]:
+    # A field the saved file lacks did not exist when that run started: it counts as null, not as
+    # today's default, which the old code need not have followed.
     current = dataclasses.asdict(config)
     return sorted(k for k, v in current.items() if not meaning(config, k).role.resumable and saved.get(k) != v)
 

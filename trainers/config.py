@@ -27,6 +27,7 @@ def algorithm_module(name: str):
     return importlib.import_module(f"trainers.{name}")
 
 
+#: every field names its role (harness.run_config.Role), short, and the group --help lists it under
 P, R, RES, N = Role.PROTOCOL, Role.RESULT, Role.RESUMABLE, Role.NOT_SCORED
 DATA, ROLLOUT, SELECT, REWARD, LOSS, OPTIM, RUN = (
     "data and model",

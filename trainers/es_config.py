@@ -17,6 +17,7 @@ from harness.run_config import Role, require, setting
 ES_ALGORITHMS = ("randopt", "corp")
 LOW_RANK_SCALES = ("authors", "trace")
 
+#: every field names its role (harness.run_config.Role), short
 P, R, N = Role.PROTOCOL, Role.RESULT, Role.NOT_SCORED
 DATA, POP, STAGE1, GATE, STAGE2, SPLIT, RUN = (
     "data and model",
