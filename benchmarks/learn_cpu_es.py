@@ -17,8 +17,9 @@ solution density.
 ``--set`` overrides a config field for both runs (e.g. ``--set support_size=192``; CoRP-only
 fields such as ``probe_size`` or ``local_population`` are ignored by RandOpt). ``--resume`` keeps a
 run directory whose ``report.json`` exists and whose ``config.yaml`` equals the resolved config
-(except the settings a resume may change: ``out``, ``workers``, ``noise_cache_gb``) and continues an unfinished one from its generation journal, so a long
-comparison can be killed and finished in parts, with the numbers of one uninterrupted run.
+(except the settings a resume may change: ``out``, ``workers``, ``noise_cache_gb``) and continues
+an unfinished one from its generation journal, so a long comparison can be killed and finished
+in parts, with the numbers of one uninterrupted run.
 
 ``--equal-budget`` runs CoRP first (population ``--corp-population``, default N/10), then gives
 RandOpt as many members as CoRP's forward passes buy at the same support size:
