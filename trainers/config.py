@@ -29,15 +29,8 @@ def algorithm_module(name: str):
 
 #: every field names its role (harness.run_config.Role), short, and the group --help lists it under
 P, R, RES, N = Role.PROTOCOL, Role.RESULT, Role.RESUMABLE, Role.NOT_SCORED
-DATA, ROLLOUT, SELECT, REWARD, LOSS, OPTIM, RUN = (
-    "data and model",
-    "rollout",
-    "prompt selection",
-    "reward and advantage",
-    "policy loss",
-    "optimiser",
-    "run",
-)
+DATA, ROLLOUT, SELECT, REWARD = "data and model", "rollout", "prompt selection", "reward and advantage"
+LOSS, OPTIM, RUN = "policy loss", "optimiser", "run"
 
 
 @dataclass
