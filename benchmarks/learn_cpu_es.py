@@ -17,8 +17,9 @@ solution density.
 ``--set`` overrides a config field for both runs (e.g. ``--set support_size=192``; CoRP-only
 fields such as ``probe_size`` or ``local_population`` are ignored by RandOpt). ``--resume`` keeps a
 run directory whose ``report.json`` exists and whose ``config.yaml`` equals the resolved config
-(except ``out``) and continues an unfinished one from its generation journal, so a long
-comparison can be killed and finished in parts, with the numbers of one uninterrupted run.
+(except the settings a resume may change: ``out``, ``workers``, ``noise_cache_gb``) and continues
+an unfinished one from its generation journal, so a long comparison can be killed and finished
+in parts, with the numbers of one uninterrupted run.
 
 ``--equal-budget`` runs CoRP first (population ``--corp-population``, default N/10), then gives
 RandOpt as many members as CoRP's forward passes buy at the same support size:
@@ -228,16 +229,11 @@ def render(
 
 
 def finished_with(out: Path, cfg) -> bool:
-    """True when ``out`` holds a finished run of this config (up to settings that change no
-    completion: the output path, worker count, noise cache), so its records are left as written."""
-    from trainers.config import settings_differing_from_saved
-    from trainers.es_loop import RESUMABLE_CHANGES
+    """True when ``out`` holds a finished run of this config (up to the settings a resume may
+    change: none changes a completion), so its records are left as written."""
+    from harness.run_config import changed_settings
 
-    return (
-        (out / "report.json").is_file()
-        and (out / "config.yaml").is_file()
-        and not settings_differing_from_saved(out, cfg, ignore=RESUMABLE_CHANGES)
-    )
+    return (out / "report.json").is_file() and (out / "config.yaml").is_file() and not changed_settings(out, cfg)
 
 
 def shown_command(argv: Sequence[str]) -> str:

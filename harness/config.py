@@ -175,11 +175,6 @@ def resolve_config(
     )
 
 
-def dump_config(config: Any, path: Path) -> None:
-    """Write the fully resolved config (what actually ran) as YAML."""
-    path.write_text(yaml.safe_dump(dataclasses.asdict(config), sort_keys=False, allow_unicode=True), encoding="utf-8")
-
-
 def split_list(value: Any) -> list[Any]:
     """``"a,b"`` or ``["a", "b"]`` -> list (YAML and flags spell lists differently)."""
     if value is None:

@@ -9,69 +9,211 @@ from typing import Any
 
 from harness.config import split_list
 from harness.errors import UserError
+from harness.run_config import Role, require, scored_settings, setting
 from sandbox.math.policy import PRESETS as MATH_PRESETS
 
 BACKENDS = ("hf", "vllm", "openai")
-#: Settings that do not change any score: a resumed run may change them freely.
-NOT_SCORED = (
-    "out",
-    "progress",
-    "batch_size",
-    "concurrency",
-    "workers",
-    "api_key_env",
-    "limit",
-    "gpu_memory_utilization",
-    "kv_cache_gb",
-    "pass_k",
-    "ray",
-    "ray_actors",
-    "ray_cpus_per_actor",
-    "test_details",
-)
+
+#: every field names its role (harness.run_config.Role), short
+P, R, N = Role.PROTOCOL, Role.RESULT, Role.NOT_SCORED
+EMBEDDED_MODEL = "the embedded SmolLM2-135M-Instruct"
 
 
 @dataclass
 class EvalConfig:
-    """One evaluation: model x benchmarks under one protocol (template, sampling, backend)."""
+    """One evaluation: model x benchmarks under one protocol (template, sampling, backend).
+    ``protocol`` settings are the ones the protocol fingerprint hashes (``harness.fingerprint``);
+    ``not scored`` ones are left out of the summary's config and may change when a run resumes."""
 
-    model: str | None = None
-    benchmarks: Any = None
-    template: str = "qwen_math"
-    shots: int = 4
-    n: int = 1
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    seed: int = 0
-    backend: str = "hf"
-    limit: int | None = None
-    out: str | None = None
-    batch_size: int = 16
-    dtype: str = "auto"
-    device: str = "auto"
-    max_model_len: int | None = None
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    concurrency: int = 8
-    gpu_memory_utilization: float = 0.85
-    #: vLLM on a CPU: GiB of RAM for the KV cache (vLLM's own sizing from RAM fails there)
-    kv_cache_gb: float = 1.0
-    workers: int | None = None
-    math_timeout: float = 1.0
-    code_limits: dict[str, Any] | None = None
-    #: keep the verifiers' own failure details in samples.jsonl; they quote hidden expected values,
-    #: so off by default (details are then reason, first failing test and counts)
-    test_details: bool = False
-    fields: Any = None
-    kind: str | None = None
-    policy: str | None = None
-    pass_k: Any = None
-    progress: bool = True
-    #: generate on a Ray cluster: an address, or "auto" (RAY_ADDRESS, a cluster here, else a local one)
-    ray: str | None = None
-    ray_actors: int | None = None
-    ray_cpus_per_actor: float = 1.0
+    RESUME_REFUSAL = "{run_dir} holds a run with other settings ({changes}); pass a new --out"
+
+    model: str | None = setting(
+        None,
+        help="HF checkpoint directory or hub id; with --backend openai the model id the server serves",
+        role=R,
+        group="protocol",
+        shown_default=EMBEDDED_MODEL,
+    )
+    benchmarks: Any = setting(
+        None,
+        help="comma-separated registered names (rlvr benchmarks), local .jsonl/.json/.parquet files or "
+        "hf:NAME[:CONFIG][@SPLIT]",
+        role=R,
+        group="protocol",
+    )
+    template: str = setting(
+        "qwen_math",
+        help="prompt template: qwen_math, r1, no_template (Dr. GRPO's exact strings), fewshot, chat (the model's "
+        "chat template), or a .txt/.yaml/.json template file",
+        role=P,
+        group="protocol",
+    )
+    shots: int = setting(
+        4, help="worked examples the fewshot template puts before each question", role=P, group="protocol"
+    )
+    n: int = setting(1, help="samples generated per problem (n of mean@n, pass@k and maj@k)", role=P, group="protocol")
+    temperature: float = setting(0.0, help="sampling temperature; 0 = greedy", role=P, group="protocol")
+    top_p: float = setting(
+        1.0,
+        help="nucleus sampling: the smallest set of tokens with this probability mass, in (0, 1]",
+        role=P,
+        group="protocol",
+    )
+    max_tokens: int = setting(
+        1024, help="new tokens per sample at most (cut to what the model's context leaves)", role=P, group="protocol"
+    )
+    seed: int = setting(
+        0,
+        help="run seed; sample j of problem p draws from its own seed sha256(seed, p, j)",
+        role=P,
+        group="protocol",
+    )
+    backend: str = setting(
+        "hf",
+        help="generation engine: hf (transformers), vllm (offline engine, CPU build included), openai (an "
+        "OpenAI-compatible server)",
+        role=P,
+        group="backend",
+        choices=BACKENDS,
+    )
+    limit: int | None = setting(
+        None,
+        help="evaluate the first N problems of each benchmark, in file order (all when unset)",
+        role=N,
+        group="protocol",
+    )
+    out: str | None = setting(
+        None,
+        help="run directory; the same command again resumes it",
+        role=N,
+        group="run",
+        shown_default="results/<model>-<template>-<benchmarks>-n<n>-t<T>[-limit<N>]",
+    )
+    batch_size: int = setting(
+        16,
+        help="hf backend: sequences per forward batch (a sample depends on its seed alone, not its batch)",
+        role=N,
+        group="backend",
+    )
+    dtype: str = setting(
+        "auto",
+        help="weights' dtype: float32, bfloat16, float16, or auto (hf: float32 on a CPU, bfloat16 on a GPU)",
+        role=P,
+        group="backend",
+    )
+    device: str = setting(
+        "auto", help="hf and vllm backends: auto (CUDA if visible), cpu, cuda, cuda:1", role=R, group="backend"
+    )
+    max_model_len: int | None = setting(
+        None,
+        help="context length cap in tokens, prompt + completion",
+        role=P,
+        group="backend",
+        shown_default="the model's own",
+    )
+    base_url: str | None = setting(
+        None, help="openai backend: the server's base URL, e.g. http://localhost:8000/v1", role=R, group="backend"
+    )
+    api_key_env: str = setting(
+        "OPENAI_API_KEY",
+        help="openai backend: the environment variable that holds the API key",
+        role=N,
+        group="backend",
+    )
+    concurrency: int = setting(8, help="openai backend: requests in flight at once", role=N, group="backend")
+    gpu_memory_utilization: float = setting(
+        0.85, help="vllm backend on a GPU: share of its memory the engine may take, in (0, 1]", role=N, group="backend"
+    )
+    kv_cache_gb: float = setting(
+        1.0,
+        help="vllm backend on a CPU: GiB of RAM for the KV cache (vLLM's own sizing from RAM fails there)",
+        role=N,
+        group="backend",
+    )
+    workers: int | None = setting(
+        None,
+        help="grading worker processes per verifier",
+        role=N,
+        group="grading and data",
+        shown_default="min(4, CPUs)",
+    )
+    math_timeout: float = setting(
+        1.0,
+        help="CPU seconds one math grade may use before it is a timeout (wall-clock backstop: 10x + 5 s)",
+        role=P,
+        group="grading and data",
+    )
+    code_limits: dict[str, Any] | None = setting(
+        None,
+        help='code sandbox limits as JSON, e.g. \'{"time_s": 6, "memory_mb": 2048}\'',
+        role=P,
+        group="grading and data",
+        shown_default="each benchmark's own",
+    )
+    test_details: bool = setting(
+        False,
+        help="keep the verifiers' own failure details in samples.jsonl; they quote hidden expected values, so such "
+        "a run is no training data (otherwise: reason, first failing test and counts)",
+        role=N,
+        group="grading and data",
+    )
+    fields: Any = setting(
+        None,
+        help="local/hub data: field mapping OURS=THEIRS, e.g. question=problem,answer=gold",
+        role=R,
+        group="grading and data",
+    )
+    kind: str | None = setting(
+        None,
+        help="local/hub data: which verifier grades it",
+        role=R,
+        group="grading and data",
+        shown_default="code if rows have tests, else math",
+        choices=("math", "code"),
+    )
+    policy: str | None = setting(
+        None,
+        help="math verifier policy for every math problem, replacing each benchmark's own: "
+        + ", ".join(MATH_PRESETS)
+        + " (boxed_only, r1_format: Dr. GRPO's rewards)",
+        role=R,
+        group="grading and data",
+    )
+    pass_k: Any = setting(
+        None,
+        help="comma-separated k values to report pass@k for",
+        role=N,
+        group="protocol",
+        shown_default="every k <= n",
+    )
+    progress: bool = setting(
+        True,
+        help="hide the live progress line on stderr (finished benchmarks are still reported)",
+        role=N,
+        group="run",
+        flag="--no-progress",
+        action="store_false",
+    )
+    ray: str | None = setting(
+        None,
+        help="generate on a Ray cluster, one engine per actor: ADDRESS, or bare --ray for RAY_ADDRESS, a cluster here, "
+        "else a local one",
+        role=N,
+        group="backend",
+        nargs="?",
+        const="auto",
+        metavar="ADDRESS",
+    )
+    ray_actors: int | None = setting(
+        None,
+        help="with --ray: engine actors, each holding one model copy",
+        role=N,
+        group="backend",
+        shown_default="one per GPU, else per CPU",
+    )
+    ray_cpus_per_actor: float = setting(
+        1.0, help="with --ray: CPUs per engine actor (its torch threads)", role=N, group="backend"
+    )
 
     def __post_init__(self) -> None:
         self.benchmarks = split_list(self.benchmarks)
@@ -105,12 +247,11 @@ class EvalConfig:
             (self.kind in (None, "math", "code"), "--kind must be math or code"),
             (self.policy is None or self.policy in MATH_PRESETS, f"--policy must be one of {', '.join(MATH_PRESETS)}"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(message)
-        for k in self.pass_k or []:
-            if k < 1 or k > self.n:
-                raise UserError(f"pass@{k} needs k between 1 and --n ({self.n}); raise --n or drop k={k}")
+        pass_ks = [
+            (1 <= k <= self.n, f"pass@{k} needs k between 1 and --n ({self.n}); raise --n or drop k={k}")
+            for k in self.pass_k or []
+        ]
+        require(checks + pass_ks)
 
     def warnings(self, device: str | None = None) -> list[str]:
         """Settings that are valid but will not do what the user likely means. ``device``: where the
@@ -147,6 +288,4 @@ class EvalConfig:
         return Path("results") / re.sub(r"[^A-Za-z0-9_.+=-]+", "_", "-".join(parts))
 
     def scored_settings(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return {k: v for k, v in asdict(self).items() if k not in NOT_SCORED}
+        return scored_settings(self)

@@ -22,7 +22,6 @@ from harness.backends.base import Backend, GenerationRequest, SamplingParams, sa
 from harness.benchmarks.custom import is_custom_source, load_custom, parse_fields
 from harness.benchmarks.problems import Problem, data_revision, with_math_policy
 from harness.benchmarks.registry import CODE_INSTRUCTION, MATH_INSTRUCTION, get_benchmark, load_problems
-from harness.config import dump_config, read_yaml
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
 from harness.fingerprint import describe_backend, fingerprints, hardware, protocol_fields, versions
@@ -31,6 +30,7 @@ from harness.paths import output_dir
 from harness.progress import EvalProgress
 from harness.ray_eval import RayEngines
 from harness.results import CONFIG, PARTIAL, SAMPLES, SUMMARY, SampleLog, read_samples, rewrite_samples, write_json
+from harness.run_config import check_resume, save_config
 from harness.summary import benchmark_metrics, format_table
 from harness.templates import Prompt, Template, load_template, pick_shots, render
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
@@ -141,19 +141,6 @@ def resolve_run_model(cfg: EvalConfig) -> dict[str, Any]:
     return {"name": name, "path": path, "weights_hash": weights_hash(path)}
 
 
-def check_resume(run_dir: Path, cfg: EvalConfig) -> None:
-    """A run directory only resumes the same protocol and model; say which setting differs."""
-    path = run_dir / CONFIG
-    if not path.exists():
-        return
-    old = EvalConfig(**read_yaml(path)).scored_settings()
-    new = cfg.scored_settings()
-    differing = sorted(k for k in new if old.get(k) != new[k])
-    if differing:
-        detail = ", ".join(f"{k}: {old.get(k)!r} -> {new[k]!r}" for k in differing[:4])
-        raise UserError(f"{run_dir} holds a run with other settings ({detail}); pass a new --out")
-
-
 def refresh_stale_verdicts(
     run_dir: Path, rows: list[dict[str, Any]], problems: dict[str, Problem], grader: EvalGrader
 ) -> None:
@@ -208,7 +195,7 @@ def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
     made = _Made(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        dump_config(cfg, run_dir / CONFIG)
+        save_config(cfg, run_dir)
         summary = _evaluate(cfg, runs, template, model, run_dir, engine, started)
     except BaseException as exc:
         kept = made.clean_up(exc)

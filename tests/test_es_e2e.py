@@ -263,7 +263,7 @@ def test_learn_cpu_es_reuses_a_finished_run_when_only_the_noise_cache_or_workers
 
     from conftest import ROOT
 
-    from trainers.config import save_settings
+    from harness.run_config import save_config
     from trainers.es_config import build_es_config
 
     spec = importlib.util.spec_from_file_location("learn_cpu_es", ROOT / "benchmarks" / "learn_cpu_es.py")
@@ -271,7 +271,7 @@ def test_learn_cpu_es_reuses_a_finished_run_when_only_the_noise_cache_or_workers
     spec.loader.exec_module(script)
     out = tmp_path / "randopt"
     out.mkdir()
-    save_settings(out, build_es_config("randopt", "cpu-demo", {"population": 8, "out": str(out)}))
+    save_config(build_es_config("randopt", "cpu-demo", {"population": 8, "out": str(out)}), out)
     (out / "report.json").write_text("{}")
     same = {"population": 8, "out": str(tmp_path / "elsewhere"), "noise_cache_gb": 14, "workers": 2}
     assert script.finished_with(out, build_es_config("randopt", "cpu-demo", same))

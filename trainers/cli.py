@@ -15,7 +15,8 @@ EPILOG = """\
 presets (--config NAME): cpu-demo (the embedded model on the procedural `arith` task, on a CPU)
 and paper (each paper's published hyperparameters, for GPU users; drgrpo also paper-r1, the R1
 template rewarded as the original was); or a YAML file whose keys are TrainConfig fields.
---set KEY=VALUE overrides any field (values read as YAML).
+--set KEY=VALUE overrides any field (values read as YAML). Each algorithm's --help lists every
+setting with its default and meaning (e.g. rlvr train drgrpo --help).
 
 examples:
   rlvr train drgrpo --config cpu-demo --out results/drgrpo-demo
@@ -38,6 +39,44 @@ test_samples.jsonl; RandOpt adds top_k_seeds.json, CoRP spec.json and merged/.
 """
 
 
+class AlgorithmHelp(argparse.Action):
+    """``-h/--help``: the command's help and, after ``rlvr train ALGO``, every setting of ALGO with
+    the value a run starts from and its meaning, as TRL's command line lists its fields."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.print_help()
+        algorithm = getattr(namespace, "algorithm", None)
+        if algorithm:
+            print("\n" + settings_text(algorithm))
+        parser.exit()
+
+
+def settings_text(algorithm: str) -> str:
+    """Every field of ``algorithm``'s config, with the defaults a run without ``--config`` starts
+    from (the dataclass's, then the algorithm's ``DEFINING`` settings, marked ``*``)."""
+    import dataclasses
+    import textwrap
+
+    from harness.config import build_settings
+    from harness.run_config import settings_help
+    from trainers.config import TrainConfig, algorithm_module
+    from trainers.es_config import ESConfig
+
+    cls, defining = (
+        (ESConfig, {}) if algorithm in GRADIENT_FREE else (TrainConfig, algorithm_module(algorithm).DEFINING)
+    )
+    defaults = dataclasses.asdict(build_settings(cls, [defining, {"algorithm": algorithm}]))
+    marks = f"; * marks {algorithm}'s defining settings" if defining else ""
+    heading = (
+        f"{algorithm} settings (--set KEY=VALUE, or KEY: VALUE in a --config YAML file), each with the value a run "
+        f"without --config starts from{marks}:"
+    )
+    return textwrap.fill(heading, 100) + "\n" + settings_help(cls, defaults, marked=list(defining))
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
@@ -45,6 +84,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Reference trainers; rewards from the sandbox verifiers.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+    )
+    p.add_argument(
+        "-h", "--help", action=AlgorithmHelp, help="show this help; after ALGO also every setting with its default"
     )
     p.add_argument("algorithm", choices=POLICY_GRADIENT + GRADIENT_FREE, help="which algorithm")
     p.add_argument("--config", default=None, help="preset name (cpu-demo, paper; drgrpo: paper-r1) or a YAML file")

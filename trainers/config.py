@@ -6,12 +6,14 @@ Layering (later wins): these defaults < the algorithm module's ``DEFINING`` sett
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
 from harness.errors import UserError
+from harness.eval_config import EMBEDDED_MODEL
+from harness.run_config import Role, require, setting
 
 ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
 
@@ -25,96 +27,237 @@ def algorithm_module(name: str):
     return importlib.import_module(f"trainers.{name}")
 
 
+#: every field names its role (harness.run_config.Role), short, and the group --help lists it under
+P, R, RES, N = Role.PROTOCOL, Role.RESULT, Role.RESUMABLE, Role.NOT_SCORED
+DATA, ROLLOUT, SELECT, REWARD = "data and model", "rollout", "prompt selection", "reward and advantage"
+LOSS, OPTIM, RUN = "policy loss", "optimiser", "run"
+
+
 @dataclass
 class TrainConfig:
     """A run of one algorithm. Stages: a list of ``{name, sources, until_step | plateau_window}``
-    (every key: ``trainers.curriculum.STAGE_KEYS``; a plateau may read a fixed probe)."""
+    (every key: ``trainers.curriculum.STAGE_KEYS``; a plateau may read a fixed probe).
+    ``protocol`` settings are the objective: every key of an algorithm's ``DEFINING`` is one."""
 
-    algorithm: str = "drgrpo"
-    model: str | None = None
-    template: str = "chat"
-    stages: list[dict[str, Any]] = field(default_factory=lambda: [{"name": "main", "sources": ["arith_train"]}])
-    eval_benchmarks: list[str] = field(default_factory=lambda: ["arith"])
-    # rollout
-    prompts_per_step: int = 8
-    group_size: int = 4
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 64
-    rollout_batch_size: int = 32
-    #: ``hf`` samples with the policy itself; ``vllm`` with an in-process vLLM engine (CPU or GPU)
-    #: that gets the learner's weights after every update
-    backend: str = "hf"
-    #: vllm: context of the engine (default: the model's own positions)
-    max_model_len: int | None = None
-    #: vllm on a CPU: GiB of RAM for the KV cache; on a GPU: fraction of its memory
-    kv_cache_gb: float = 1.0
-    gpu_memory_utilization: float = 0.35
-    # prompt selection
-    selection: str = "uniform"
-    gen_prompts: int | None = None
-    max_gen_batches: int = 10
-    # reward and advantage
-    #: Math verifier policy for every math problem, in rewards and evaluations alike (None: each
-    #: data source's own, ``math`` for local files). ``boxed_only`` / ``r1_format`` are Dr.
-    #: GRPO's rewards under the Qwen-Math / no and R1 templates (``sandbox.math.extract``).
-    math_policy: str | None = None
-    reward_correct: float = 1.0
-    reward_wrong: float = 0.0
-    overlong: str = "none"
-    overlong_cache: int = 0
-    #: A verdict that says nothing about the answer (the grader failed: ``sandbox_error``,
-    #: ``timeout``, ``grader_error``, ``bad_input``) is left out of the loss and of its group's
-    #: statistics instead of being taught as a wrong answer. The train log counts them.
-    mask_unverifiable: bool = True
-    advantage: str = "grpo"
-    std_eps: float = 1e-8
-    # policy loss
-    loss_agg: str = "seq_mean_token_mean"
-    #: ``ppo_clip`` (token ratio, PPO/GRPO), ``gspo`` / ``gspo_token`` (sequence ratio), ``cispo``
-    #: (clipped stop-gradient weight on log π); ``trainers.losses.POLICY_LOSSES``
-    policy_loss: str = "ppo_clip"
-    #: truncated importance sampling: each token's loss times min(π_learner_old/π_sampler, tis_cap)
-    #: (``backend: vllm`` only; None = off)
-    tis_cap: float | None = None
-    loss_constant: float | None = None
-    eps_low: float = 0.2
-    eps_high: float = 0.2
-    beta: float = 0.0
-    mu: int = 1
-    minibatch_size: int | None = None
-    micro_batch_size: int = 8
-    # optimiser
-    lr: float = 1e-6
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
-    weight_decay: float = 0.0
-    adam_eps: float = 1e-8
-    grad_clip: float = 1.0
-    warmup_steps: int = 0
-    # run
-    max_steps: int = 100
-    max_generations: int | None = None
-    seed: int = 0
-    save_every: int = 0
-    #: Checkpoints carry the AdamW state (twice the weights again) so that ``--resume`` continues
-    #: exactly; ``false`` keeps only weights, RNG and schedule state (enough to evaluate, not to resume).
-    save_optimizer: bool = True
-    eval_every: int = 0
-    eval_limit: int | None = None
-    eval_n: int = 1
-    eval_temperature: float = 0.0
-    #: master weights and optimizer state (``float32`` for any real run; ``bfloat16`` parameters
-    #: under AdamW are refused: lr·update rounds away); ``auto`` = float32 on every device
-    dtype: str = "auto"
-    #: forward/backward compute: ``bfloat16`` / ``float16`` autocast (FSDP: ``MixedPrecisionPolicy``)
-    #: over the master weights, or ``float32`` / ``auto`` (= the master dtype)
-    compute_dtype: str = "auto"
-    device: str = "auto"
-    #: data parallelism under ``torchrun``: ``ddp`` (a full replica per rank) or ``fsdp`` (FSDP2
-    #: ``fully_shard``, for models that do not fit one device); ignored in a single process
-    parallel: str = "ddp"
-    log_to: list[str] = field(default_factory=lambda: ["jsonl"])
-    out: str | None = None
+    RESUME_REFUSAL = "--resume with other settings than {run_dir} was trained with: {names}"
+
+    algorithm: str = setting("drgrpo", help="the algorithm (rlvr train ALGO sets it)", role=P, group=DATA)
+    model: str | None = setting(
+        None, help="HF checkpoint directory or hub id of the policy", role=R, group=DATA, shown_default=EMBEDDED_MODEL
+    )
+    template: str = setting(
+        "chat",
+        help="prompt template of rollouts and evaluations: chat (the model's own), qwen_math, r1, no_template, "
+        "fewshot or a template file",
+        role=R,
+        group=DATA,
+    )
+    stages: list[dict[str, Any]] = setting(
+        default_factory=lambda: [{"name": "main", "sources": ["arith_train"]}],
+        help="curriculum: [{name, sources, until_step | plateau_window, probe_size, ...}]; sources are benchmarks "
+        "or local files; the last stage runs to the end",
+        role=R,
+        group=DATA,
+    )
+    eval_benchmarks: list[str] = setting(
+        default_factory=lambda: ["arith"],
+        help="held-out benchmarks (or files) evaluated every eval_every steps",
+        role=R,
+        group=DATA,
+    )
+    prompts_per_step: int = setting(8, help="prompts trained on per rollout step", role=R, group=ROLLOUT)
+    group_size: int = setting(
+        4, help="samples per prompt (G >= 2), the group its reward baseline is taken over", role=R, group=ROLLOUT
+    )
+    temperature: float = setting(1.0, help="sampling temperature of rollouts", role=R, group=ROLLOUT)
+    top_p: float = setting(1.0, help="nucleus sampling mass of rollouts, in (0, 1]", role=R, group=ROLLOUT)
+    max_tokens: int = setting(64, help="new tokens per rollout sample at most", role=R, group=ROLLOUT)
+    rollout_batch_size: int = setting(32, help="hf backend: sequences per generation batch", role=R, group=ROLLOUT)
+    backend: str = setting(
+        "hf",
+        help="rollout engine: hf (the policy itself) or vllm (an in-process engine, CPU or GPU, that gets the "
+        "learner's weights after every update)",
+        role=R,
+        group=ROLLOUT,
+    )
+    max_model_len: int | None = setting(
+        None, help="vllm: the engine's context in tokens", role=R, group=ROLLOUT, shown_default="the model's own"
+    )
+    kv_cache_gb: float = setting(1.0, help="vllm on a CPU: GiB of RAM for the KV cache", role=R, group=ROLLOUT)
+    gpu_memory_utilization: float = setting(
+        0.35, help="vllm on a GPU: share of its memory the engine takes, in (0, 1]", role=R, group=ROLLOUT
+    )
+    selection: str = setting(
+        "uniform",
+        help="which prompts train: uniform, dynamic (DAPO: groups whose rewards are all equal are dropped and "
+        "more generated) or history (SRPO: prompts solved in every sample leave at each epoch)",
+        role=P,
+        group=SELECT,
+    )
+    gen_prompts: int | None = setting(
+        None,
+        help="dynamic selection: prompts per generation batch",
+        role=R,
+        group=SELECT,
+        shown_default="prompts_per_step",
+    )
+    max_gen_batches: int = setting(
+        10, help="dynamic selection: generation batches per step at most (0 = no cap)", role=R, group=SELECT
+    )
+    math_policy: str | None = setting(
+        None,
+        help="math verifier policy of every math problem, in rewards and evaluations alike (boxed_only / "
+        "r1_format: Dr. GRPO's rewards under the Qwen-Math or no / the R1 template)",
+        role=P,
+        group=REWARD,
+        shown_default="each data source's own",
+    )
+    reward_correct: float = setting(1.0, help="reward of a correct answer", role=P, group=REWARD)
+    reward_wrong: float = setting(0.0, help="reward of a wrong or missing answer", role=P, group=REWARD)
+    overlong: str = setting(
+        "none",
+        help="samples cut by max_tokens: none, zero (reward 0), mask (no loss) or soft (DAPO's penalty growing "
+        "linearly to -1 over the last overlong_cache tokens)",
+        role=P,
+        group=REWARD,
+    )
+    overlong_cache: int = setting(
+        0, help="overlong soft: tokens before max_tokens over which the penalty grows", role=R, group=REWARD
+    )
+    mask_unverifiable: bool = setting(
+        True,
+        help="leave samples whose verdict is a grader fault (sandbox_error, timeout, grader_error, bad_input) out "
+        "of the loss and their group's statistics instead of teaching them as wrong",
+        role=R,
+        group=REWARD,
+    )
+    advantage: str = setting(
+        "grpo",
+        help="advantage: grpo ((r - mean)/(std + std_eps)), drgrpo (r - mean), rloo, reinforce_pp, "
+        "reinforce_pp_baseline (trainers.advantages)",
+        role=P,
+        group=REWARD,
+    )
+    std_eps: float = setting(1e-8, help="epsilon added to the std of normalised advantages", role=R, group=REWARD)
+    loss_agg: str = setting(
+        "seq_mean_token_mean",
+        help="how token losses are averaged: seq_mean_token_mean (GRPO), token_mean (DAPO), "
+        "seq_mean_token_sum_norm (Dr. GRPO: token sums over a constant)",
+        role=P,
+        group=LOSS,
+    )
+    policy_loss: str = setting(
+        "ppo_clip",
+        help="ppo_clip (token ratio, PPO/GRPO), gspo / gspo_token (sequence ratio), cispo (clipped stop-gradient "
+        "weight on log pi); trainers.losses.POLICY_LOSSES",
+        role=P,
+        group=LOSS,
+    )
+    tis_cap: float | None = setting(
+        None,
+        help="truncated importance sampling: each token's loss times min(pi_learner_old / pi_sampler, tis_cap); "
+        "backend vllm only, null = off",
+        role=R,
+        group=LOSS,
+    )
+    loss_constant: float | None = setting(
+        None,
+        help="seq_mean_token_sum_norm: the constant token sums are divided by",
+        role=R,
+        group=LOSS,
+        shown_default="max_tokens",
+    )
+    eps_low: float = setting(
+        0.2, help="clip range below: ratios under 1 - eps_low are clipped (cispo: 1 = no bound)", role=P, group=LOSS
+    )
+    eps_high: float = setting(0.2, help="clip range above: ratios over 1 + eps_high are clipped", role=P, group=LOSS)
+    beta: float = setting(
+        0.0, help="weight of the k3 KL penalty to the reference model (0: no reference model)", role=P, group=LOSS
+    )
+    mu: int = setting(1, help="passes over each rollout step's samples (PPO epochs)", role=R, group=LOSS)
+    minibatch_size: int | None = setting(
+        None,
+        help="samples (rows, not prompts) per optimizer step",
+        role=R,
+        group=LOSS,
+        shown_default="all of a rollout step",
+    )
+    micro_batch_size: int = setting(
+        8, help="samples per forward/backward pass; gradients accumulate over a minibatch", role=R, group=LOSS
+    )
+    lr: float = setting(1e-6, help="AdamW learning rate, constant after warm-up", role=R, group=OPTIM)
+    betas: list[float] = setting(
+        default_factory=lambda: [0.9, 0.95],
+        help="AdamW decay rates beta1, beta2 of the gradient and squared-gradient averages",
+        role=R,
+        group=OPTIM,
+    )
+    weight_decay: float = setting(
+        0.0, help="AdamW decoupled weight decay: each step shrinks the weights by lr times this", role=R, group=OPTIM
+    )
+    adam_eps: float = setting(
+        1e-8, help="AdamW epsilon added to the root of the squared-gradient average", role=R, group=OPTIM
+    )
+    grad_clip: float = setting(1.0, help="clip the global gradient norm to this (0 = no clipping)", role=R, group=OPTIM)
+    warmup_steps: int = setting(
+        0, help="rollout steps of linear lr warm-up (lr/warmup_steps at step 1; 0 = none)", role=R, group=OPTIM
+    )
+    max_steps: int = setting(100, help="rollout steps to run (a resume may extend a run)", role=RES, group=RUN)
+    max_generations: int | None = setting(
+        None, help="stop once this many samples were generated", role=RES, group=RUN, shown_default="no budget"
+    )
+    seed: int = setting(0, help="run seed: prompt order, sampling seeds, initialisation", role=R, group=RUN)
+    save_every: int = setting(
+        0, help="checkpoint every N steps (0: only the last step and a spent budget)", role=N, group=RUN
+    )
+    save_optimizer: bool = setting(
+        True,
+        help="checkpoints carry the AdamW state (twice the weights again) so that --resume continues exactly; false "
+        "keeps weights, RNG and schedule state (enough to evaluate, not to resume)",
+        role=N,
+        group=RUN,
+    )
+    eval_every: int = setting(0, help="evaluate eval_benchmarks every N steps (0 = never)", role=RES, group=RUN)
+    eval_limit: int | None = setting(
+        None, help="evaluations: the first N problems of each benchmark", role=R, group=RUN, shown_default="all"
+    )
+    eval_n: int = setting(1, help="evaluations: samples per problem (mean@n)", role=R, group=RUN)
+    eval_temperature: float = setting(0.0, help="evaluations: sampling temperature (0 = greedy)", role=R, group=RUN)
+    dtype: str = setting(
+        "auto",
+        help="master weights, gradients and AdamW state: float32, or auto (= float32 on every device); bfloat16 "
+        "parameters under AdamW are refused (an lr-sized update rounds away)",
+        role=R,
+        group=RUN,
+    )
+    compute_dtype: str = setting(
+        "auto",
+        help="forward/backward dtype: bfloat16 or float16 autocast over the master weights (float16 adds a loss "
+        "scaler), or float32 / auto (= dtype)",
+        role=R,
+        group=RUN,
+    )
+    device: str = setting("auto", help="auto (CUDA if visible), cpu, cuda, cuda:1", role=R, group=RUN)
+    parallel: str = setting(
+        "ddp",
+        help="under torchrun: ddp (a full replica per rank) or fsdp (FSDP2 fully_shard, for models one device "
+        "cannot hold); ignored in one process",
+        role=R,
+        group=RUN,
+    )
+    log_to: list[str] = setting(
+        default_factory=lambda: ["jsonl"],
+        help="where the per-step train log goes: jsonl, tensorboard, wandb",
+        role=N,
+        group=RUN,
+    )
+    out: str | None = setting(
+        None,
+        help="run directory: config.yaml, train_log.jsonl, checkpoint-<step>/",
+        role=N,
+        group=RUN,
+        shown_default="results/train-<algorithm>",
+    )
 
     def validate(self, check_data: bool = True) -> None:
         """Every check that needs no model: run before anything is loaded (``check_data=False``:
@@ -167,9 +310,7 @@ class TrainConfig:
             ),
             (set(self.log_to) <= {"jsonl", "tensorboard", "wandb"}, "log_to entries: jsonl, tensorboard, wandb"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(f"bad training config: {message}")
+        require(checks, "bad training config: ")
         check_precision(self.dtype, self.compute_dtype)
         check_stages(self.stages, check_data)
         check_plateau_reading(self.stages, self.selection)
@@ -268,29 +409,6 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
                 f'--set "{key.strip()}=[1, 2]"'
             ) from None
     return out
-
-
-def save_settings(out: Path, cfg: Any) -> None:
-    """The resolved config beside the results, as ``config.yaml`` (read back by
-    ``settings_differing_from_saved``)."""
-    import dataclasses
-
-    import yaml
-
-    (out / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False))
-
-
-def settings_differing_from_saved(out: Path, cfg: Any, ignore: Sequence[str] = ("out",)) -> list[str]:
-    """Fields of ``cfg`` (a config dataclass) whose value differs from the ``config.yaml`` saved in
-    ``out`` (an absent file counts as empty): how a run directory is matched to settings."""
-    import dataclasses
-
-    import yaml
-
-    saved = out / "config.yaml"
-    old = (yaml.safe_load(saved.read_text(encoding="utf-8")) or {}) if saved.is_file() else {}
-    current = dataclasses.asdict(cfg)
-    return sorted(k for k in current if k not in ignore and old.get(k) != current[k])
 
 
 def layered_settings(

@@ -7,13 +7,27 @@ a YAML file < ``--set key=value`` and ``--population N``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import UserError
+from harness.eval_config import EMBEDDED_MODEL
+from harness.run_config import Role, require, setting
 
 ES_ALGORITHMS = ("randopt", "corp")
 LOW_RANK_SCALES = ("authors", "trace")
+
+#: every field names its role (harness.run_config.Role), short
+P, R, N = Role.PROTOCOL, Role.RESULT, Role.NOT_SCORED
+DATA, POP, STAGE1, GATE, STAGE2, SPLIT, RUN = (
+    "data and model",
+    "population (RandOpt; CoRP Stage 0)",
+    "CoRP Stage 1 merge",
+    "CoRP hold-out gate (ours)",
+    "CoRP Stage 2",
+    "split-half analysis (our reconstruction)",
+    "run",
+)
 
 
 @dataclass
@@ -33,67 +47,221 @@ class ESConfig:
     ``holdout_size: 0``) is the authors' release: Stage 1 applied unconditionally, Stage 2
     gated only on data it was partly chosen on."""
 
-    algorithm: str = "corp"
-    model: str | None = None
-    template: str = "chat"
-    train_source: str = "arith_train"
-    test_source: str = "arith"
-    support_size: int = 500
-    probe_size: int = 100
-    test_limit: int | None = None
-    max_tokens: int = 1024
-    batch_size: int = 32
-    # Stage 0 / RandOpt population
-    population: int = 500
-    sigmas: list[float] = field(default_factory=lambda: [0.0005, 0.001, 0.002])
-    population_seed: int = 42
-    noise_dtype: str = "bfloat16"
-    noise_cache_gb: float = 0.0
-    workers: int = 1
-    backend: str = "hf"
-    # RandOpt
-    top_k: list[int] = field(default_factory=lambda: [1, 50])
-    # CoRP Stage 1
-    q_grid: list[float] = field(default_factory=lambda: [0.5, 0.7, 0.9])
-    beta_grid: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0])
-    s_grid: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0, 16.0])
-    rank: int = 8
-    # Hold-out gate (see the class docstring): size, z of the one-sided bound (1.645: 95%), stages gated
-    holdout_size: int = 100
-    holdout_z: float = 1.645
-    holdout_gate_stages: list[int] = field(default_factory=lambda: [1, 2])
-    # CoRP Stage 2
-    rounds: int = 3
-    local_population: int = 100
-    isotropic_share: float = 0.5
-    # Stage-2 proposals' low-rank part c_k u_k: "authors" = c_k = σ√(1−λ_iso)·√λ_k·z_k with λ_k in
-    # amplitude² units, as the released code (then the low-rank part is ~σ² small: its norm about
-    # 0.2% of the isotropic part's on the N=50 CPU run, i.e. plain isotropic search); "trace" = λ_k/Σλ in
-    # place of λ_k, so the low-rank part carries share 1−λ_iso of the expected squared norm of a
-    # proposal and the isotropic part λ_iso (the "low-rank plus isotropic floor" as described).
-    low_rank_scale: str = "authors"
-    regression_lambda: float = 2.0
-    regression_lambda_final: float | None = None
-    ess_start: float = 16.0
-    ess_end: float = 4.0
-    eta_grid: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0])
-    gate_z: float = 1.0
-    accept_epsilon: float = 0.0
-    probe_alpha_grid: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0])
-    sigma_down: float = 0.5
-    patience: int = 2
-    max_accepts: int = 2
-    split_seed: int = 59
-    local_seed_base: int = 1042
-    # split-half analysis (our reconstruction)
-    split_half_rank: int = 8
-    split_half_splits: int = 20
-    sketch_dims: int = 512
-    # run
-    dtype: str = "auto"
-    device: str = "auto"
-    seed: int = 0
-    out: str | None = None
+    RESUME_REFUSAL = "{run_dir} was run with other settings ({names}); resume with its config.yaml or use a new --out"
+
+    algorithm: str = setting("corp", help="randopt or corp (rlvr train ALGO sets it)", role=P, group=DATA)
+    model: str | None = setting(
+        None,
+        help="HF checkpoint directory or hub id of the base model",
+        role=R,
+        group=DATA,
+        shown_default=EMBEDDED_MODEL,
+    )
+    template: str = setting(
+        "chat",
+        help="prompt template: chat (the model's own), qwen_math, r1, no_template, fewshot or a template file",
+        role=R,
+        group=DATA,
+    )
+    train_source: str = setting(
+        "arith_train",
+        help="training items, benchmark or local file: support, then probe, then hold-out, in file order",
+        role=R,
+        group=DATA,
+    )
+    test_source: str = setting(
+        "arith", help="held-out test set of report.json (benchmark or local file)", role=R, group=DATA
+    )
+    support_size: int = setting(
+        500,
+        help="the first N training items: every perturbation is scored on them (Stage 2 splits them in halves)",
+        role=R,
+        group=DATA,
+    )
+    probe_size: int = setting(
+        100,
+        help="CoRP: the next N training items, on which Stage 1's merge and Stage 2's step length are chosen",
+        role=R,
+        group=DATA,
+    )
+    test_limit: int | None = setting(
+        None, help="test on the first N items of test_source", role=R, group=DATA, shown_default="all"
+    )
+    max_tokens: int = setting(1024, help="new tokens per greedy completion at most", role=R, group=DATA)
+    batch_size: int = setting(32, help="prompts per generation batch of one scoring model copy", role=R, group=DATA)
+    population: int = setting(
+        500, help="perturbations N of the RandOpt / CoRP Stage-0 population (--population)", role=R, group=POP
+    )
+    sigmas: list[float] = setting(
+        default_factory=lambda: [0.0005, 0.001, 0.002],
+        help="noise scales: each member draws its sigma uniformly from this list",
+        role=R,
+        group=POP,
+    )
+    population_seed: int = setting(
+        42,
+        help="seed of the draw of the members' noise seeds and sigmas (and of the split-half halvings)",
+        role=R,
+        group=POP,
+    )
+    noise_dtype: str = setting(
+        "bfloat16",
+        help="dtype the Gaussian noise is drawn in: bfloat16 (the release) or float32 (about 3x faster on a CPU)",
+        role=R,
+        group=POP,
+    )
+    noise_cache_gb: float = setting(
+        0.0,
+        help="GiB of drawn full-model noise kept for reuse, a hard budget (results are the same with any size)",
+        role=N,
+        group=POP,
+    )
+    workers: int = setting(
+        1,
+        help="model copies scoring members in parallel: processes (hf) or Ray actors (ray; 1 = one per CPU)",
+        role=N,
+        group=POP,
+    )
+    backend: str = setting(
+        "hf",
+        help="hf (in process or worker processes), vllm (weights perturbed in place in an engine) or ray (hf "
+        "engines on Ray actors)",
+        role=R,
+        group=POP,
+    )
+    top_k: list[int] = setting(
+        default_factory=lambda: [1, 50],
+        help="RandOpt: ensemble sizes K; the top K members by support score vote on each test answer",
+        role=R,
+        group="RandOpt",
+    )
+    q_grid: list[float] = setting(
+        default_factory=lambda: [0.5, 0.7, 0.9],
+        help="merge grid: elite quantiles q (members scoring at least the q-quantile are merged)",
+        role=R,
+        group=STAGE1,
+    )
+    beta_grid: list[float] = setting(
+        default_factory=lambda: [0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0],
+        help="merge grid: inverse temperatures beta of the softmax(beta r) reward weights",
+        role=R,
+        group=STAGE1,
+    )
+    s_grid: list[float] = setting(
+        default_factory=lambda: [0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
+        help="Stage 1 step scales s of theta_1 = theta_0 + s m, chosen on the probe",
+        role=R,
+        group=STAGE1,
+    )
+    rank: int = setting(
+        8,
+        help="rank of the weighted SVD of a cloud of members (Stage 1 statistics, Stage 2 directions)",
+        role=R,
+        group=STAGE1,
+    )
+    holdout_size: int = setting(
+        100,
+        help="CoRP: training items after the probe that gate every model replacement and choose nothing",
+        role=R,
+        group=GATE,
+    )
+    holdout_z: float = setting(
+        1.645, help="z of the gate's one-sided paired lower confidence bound (1.645: 95%)", role=R, group=GATE
+    )
+    holdout_gate_stages: list[int] = setting(
+        default_factory=lambda: [1, 2],
+        help="stages whose replacements the hold-out gate decides: [1, 2], one of them, or [] (the authors' release)",
+        role=P,
+        group=GATE,
+    )
+    rounds: int = setting(
+        3, help="Stage 2 rounds at most (patience and max_accepts may end it sooner)", role=R, group=STAGE2
+    )
+    local_population: int = setting(100, help="candidates drawn around the centre per round", role=R, group=STAGE2)
+    isotropic_share: float = setting(
+        0.5,
+        help="initial lambda_iso, the isotropic part's weight in a candidate, in (0, 1); updated every round",
+        role=R,
+        group=STAGE2,
+    )
+    low_rank_scale: str = setting(
+        "authors",
+        help="proposals' low-rank part: authors (sigma sqrt(1 - lambda_iso) sqrt(lambda_k) z_k, as released: about "
+        "sigma^2 small) or trace (lambda_k / sum lambda: it carries share 1 - lambda_iso of the squared norm)",
+        role=P,
+        group=STAGE2,
+    )
+    regression_lambda: float = setting(
+        2.0,
+        help="lambda of the constructive score (F - lambda G)/n in round 1: the price of a broken problem",
+        role=R,
+        group=STAGE2,
+    )
+    regression_lambda_final: float | None = setting(
+        None,
+        help="lambda in the last round (linear in between)",
+        role=R,
+        group=STAGE2,
+        shown_default="regression_lambda",
+    )
+    ess_start: float = setting(
+        16.0, help="effective sample size the search weights target in round 1", role=R, group=STAGE2
+    )
+    ess_end: float = setting(
+        4.0, help="effective sample size targeted in the last round (geometric in between)", role=R, group=STAGE2
+    )
+    eta_grid: list[float] = setting(
+        default_factory=lambda: [0.5, 1.0, 2.0],
+        help="proposal step lengths, as multiples of the last accepted step",
+        role=R,
+        group=STAGE2,
+    )
+    gate_z: float = setting(1.0, help="z of the authors' paired lower bounds (gate half, probe)", role=R, group=STAGE2)
+    accept_epsilon: float = setting(
+        0.0, help="the probe accuracy must beat the centre's by at least this (a fraction)", role=R, group=STAGE2
+    )
+    probe_alpha_grid: list[float] = setting(
+        default_factory=lambda: [0.5, 1.0, 2.0],
+        help="probe line search: multiples of the chosen proposal's step",
+        role=R,
+        group=STAGE2,
+    )
+    sigma_down: float = setting(0.5, help="sigma is multiplied by this after a rejected round", role=R, group=STAGE2)
+    patience: int = setting(2, help="consecutive rejected rounds that end Stage 2", role=R, group=STAGE2)
+    max_accepts: int = setting(2, help="accepted rounds that end Stage 2", role=R, group=STAGE2)
+    split_seed: int = setting(
+        59, help="seed of the split of the support into selection and gate halves", role=R, group=STAGE2
+    )
+    local_seed_base: int = setting(
+        1042, help="round r draws its candidates from default_rng(local_seed_base + r)", role=R, group=STAGE2
+    )
+    split_half_rank: int = setting(
+        8, help="rank r of the reward-carrying subspace compared between random halves", role=R, group=SPLIT
+    )
+    split_half_splits: int = setting(
+        20, help="random halvings of the population the overlap is averaged over", role=R, group=SPLIT
+    )
+    sketch_dims: int = setting(
+        512,
+        help="length of the fixed noise sketch (each seed's first N noise values) the analysis compares members by",
+        role=R,
+        group=SPLIT,
+    )
+    dtype: str = setting("auto", help="model weights' dtype: auto, float32, bfloat16, float16", role=R, group=RUN)
+    device: str = setting("auto", help="auto (CUDA if visible), cpu, cuda, cuda:1", role=R, group=RUN)
+    seed: int = setting(
+        0,
+        help="run seed, recorded; RandOpt and CoRP draw from population_seed, split_seed and local_seed_base",
+        role=R,
+        group=RUN,
+    )
+    out: str | None = setting(
+        None,
+        help="run directory: config.yaml, train_log.jsonl, report.json, generations.jsonl",
+        role=N,
+        group=RUN,
+        shown_default="results/train-<algorithm>",
+    )
 
     def validate(self) -> None:
         """Every check that needs no model: run before anything is loaded."""
@@ -135,9 +303,7 @@ class ESConfig:
                 "the hold-out gate needs holdout_size >= 2 (holdout_gate_stages: [] is the authors' ungated release)",
             ),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(f"bad {self.algorithm} config: {message}")
+        require(checks, f"bad {self.algorithm} config: ")
         check_sources([self.train_source, self.test_source], f"{self.algorithm} data")
 
 

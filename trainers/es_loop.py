@@ -22,7 +22,7 @@ import numpy as np
 from harness.benchmarks.problems import Problem
 from harness.errors import UserError
 from harness.metrics import bootstrap_mean, paired_difference
-from trainers.config import save_settings, settings_differing_from_saved
+from harness.run_config import check_resume, save_config
 from trainers.corp_ops import best_sigma, draw_population, split_half_overlap
 from trainers.es_config import ESConfig
 from trainers.generation_journal import GenerationJournal
@@ -142,11 +142,6 @@ class ESLog:
         self.log.close()
 
 
-#: Settings a run may change when resumed or reused: neither the output path, the worker count nor
-#: the noise cache changes a completion.
-RESUMABLE_CHANGES = ("out", "workers", "noise_cache_gb")
-
-
 def prepare_run(cfg: ESConfig, resume: bool) -> Path:
     """The run directory. ``resume`` continues a killed run of exactly this config from its
     generation journal (``trainers.generation_journal``); without it a used directory is refused."""
@@ -155,14 +150,9 @@ def prepare_run(cfg: ESConfig, resume: bool) -> Path:
     if used and not resume:
         raise UserError(f"{out} already holds a run; choose a new --out or pass --resume to continue it")
     if used:
-        differing = settings_differing_from_saved(out, cfg, ignore=RESUMABLE_CHANGES)
-        if differing:
-            raise UserError(
-                f"{out} was run with other settings ({', '.join(differing)}); "
-                "resume with its config.yaml or use a new --out"
-            )
+        check_resume(out, cfg)
     out.mkdir(parents=True, exist_ok=True)
-    save_settings(out, cfg)
+    save_config(cfg, out)
     return out
 
 

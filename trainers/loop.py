@@ -21,18 +21,13 @@ from harness.benchmarks.problems import with_math_policy
 from harness.benchmarks.registry import get_benchmark, load_problems
 from harness.errors import UserError
 from harness.grading import EvalGrader
+from harness.run_config import check_resume, save_config
 from harness.templates import load_template
 from sandbox.verdict import UNVERIFIABLE_REASONS
 from trainers import distributed, distributed_checkpoint
 from trainers.advantages import compute_advantages, shape_rewards, zero_variance_fraction
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
-from trainers.config import (
-    TrainConfig,
-    changed_original_reward,
-    overridden_defining,
-    save_settings,
-    settings_differing_from_saved,
-)
+from trainers.config import TrainConfig, changed_original_reward, overridden_defining
 from trainers.curriculum import Curriculum, Stage, probe_set
 from trainers.precision import Precision, compute_dtype_name, master_dtype_name
 from trainers.rollout import HFRollout, RolloutWorker
@@ -70,11 +65,7 @@ def _prepare_out(cfg: TrainConfig, out: Path, resume: bool) -> Path | None:
     if resume:
         if checkpoint is None:
             raise UserError(f"--resume: no checkpoint in {out}; start without --resume")
-        differing = settings_differing_from_saved(
-            out, cfg, ("max_steps", "max_generations", "out", "save_every", "save_optimizer", "eval_every", "log_to")
-        )
-        if differing:
-            raise UserError(f"--resume with other settings than {out} was trained with: {', '.join(differing)}")
+        check_resume(out, cfg)
         return checkpoint
     if checkpoint is not None:
         raise UserError(f"{out} already holds checkpoints; pass --resume to continue it or a new --out")
@@ -166,7 +157,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     if ctx:
         ctx.barrier()  # every rank has read the run directory before rank 0 writes to it
     if main:
-        save_settings(out, cfg)
+        save_config(cfg, out)
         warn_overlap(cfg)
     changes = overridden_defining(cfg.algorithm, cfg) + changed_original_reward(cfg.algorithm, cfg)
     for change in changes if main else []:

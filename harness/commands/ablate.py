@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.eval import add_protocol_flags
+from harness.commands.options import add_eval_flags
 from harness.config import resolve_config, split_list
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
 
-S = argparse.SUPPRESS
 OWN = ("ablation", "templates", "results", "name", "compare_model")
+#: settings the ablations choose themselves (no flags)
+OWN_SETTINGS = ("template", "out")
 #: what ``default_backend`` picks, as the help says it
 BACKEND_DEFAULT = "vllm where it is installed, else hf"
 
@@ -58,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG_TEMPLATES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_protocol_flags(t, backend_default=BACKEND_DEFAULT)
+    add_eval_flags(t, OWN_SETTINGS, {"backend": BACKEND_DEFAULT})
     t.add_argument(
         "--templates",
         default="qwen_math,r1,no_template,fewshot,chat",
@@ -70,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG_PRIOR,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_protocol_flags(pr, backend_default=BACKEND_DEFAULT, n_default="8", temperature_default="0.6")
+    add_eval_flags(pr, OWN_SETTINGS, {"backend": BACKEND_DEFAULT, "n": "8", "temperature": "0.6"})
     pr.add_argument(
         "--compare-model", dest="compare_model", default=None, help="a second model (e.g. after RL) shown side by side"
     )

@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+from typing import Any, Mapping, Sequence
+
+from harness.eval_config import EvalConfig
+from harness.run_config import add_setting_flags
+
+#: ``EvalConfig``'s flag groups, in the order ``--help`` lists them
+EVAL_GROUPS = ("protocol", "backend", "grading and data", "run")
 
 
 def add_ray_option(parser: Any, help: str, default: Any = None) -> None:
     """``--ray [ADDRESS]``: bare ``--ray`` is ``auto`` (RAY_ADDRESS, a cluster here, else a local one)."""
     parser.add_argument("--ray", nargs="?", const="auto", default=default, metavar="ADDRESS", help=help)
+
+
+def add_eval_flags(
+    parser: argparse.ArgumentParser, exclude: Sequence[str] = (), shown_defaults: Mapping[str, str] | None = None
+) -> None:
+    """Every ``EvalConfig`` setting as a flag (``rlvr eval`` and the ablations, which choose
+    ``exclude``'s themselves), plus ``--config``: a YAML file whose values typed flags override."""
+    add_setting_flags(parser, EvalConfig, EVAL_GROUPS, exclude, shown_defaults)
+    parser.add_argument(
+        "--config",
+        default=argparse.SUPPRESS,
+        help="YAML file of settings (keys = flag names with underscores); flags override it",
+    )
