@@ -149,11 +149,18 @@ def changed_settings(run_dir: Path, config: Any) -> list[str]:
     return [] if saved is None else _changed(saved, config)
 
 
-def check_resume(run_dir: Path, config: Any) -> None:
+def check_resume(run_dir: Path, config: Any, *, saved_required: bool = False) -> None:
     """Refuse, in one line naming the fields, to continue ``run_dir`` under settings that change
     results. The wording is the config class's ``RESUME_REFUSAL``, formatted with ``run_dir``,
-    ``names`` (every changed field) and ``changes`` (the first four as ``name: old -> new``)."""
+    ``names`` (every changed field) and ``changes`` (the first four as ``name: old -> new``).
+    ``saved_required``: a run that has already trained (checkpoints, a journal) but lost its
+    ``config.yaml`` cannot be matched to settings, so it is refused rather than trusted."""
     saved = saved_config(run_dir)
+    if saved is None and saved_required:
+        raise UserError(
+            f"{run_dir} holds a run but no config.yaml, so its settings cannot be checked; "
+            "restore its config.yaml or use a new --out"
+        )
     names = [] if saved is None else _changed(saved, config)
     if not names:
         return

@@ -130,3 +130,13 @@ def test_an_evaluation_summary_records_the_scored_settings():
     scored = EvalConfig(benchmarks="arith").scored_settings()
     assert list(scored) == [n for n in fields_in(EvalConfig) if meaning(EvalConfig, n).role.scored]
     assert {"limit", "out", "batch_size", "progress", "ray"}.isdisjoint(scored) and "temperature" in scored
+
+
+def test_a_trained_run_without_its_config_is_refused_on_resume(tmp_path):
+    """Trainers resume only a run whose settings can be compared; eval's fresh directories need none."""
+    cfg = build_config("drgrpo", "cpu-demo", {"out": str(tmp_path)})
+    check_resume(tmp_path, cfg)
+    with pytest.raises(UserError, match="no config.yaml, so its settings cannot be checked"):
+        check_resume(tmp_path, cfg, saved_required=True)
+    save_config(cfg, tmp_path)
+    check_resume(tmp_path, cfg, saved_required=True)

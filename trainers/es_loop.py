@@ -150,7 +150,7 @@ def prepare_run(cfg: ESConfig, resume: bool) -> Path:
     if used and not resume:
         raise UserError(f"{out} already holds a run; choose a new --out or pass --resume to continue it")
     if used:
-        check_resume(out, cfg)
+        check_resume(out, cfg, saved_required=True)
     out.mkdir(parents=True, exist_ok=True)
     save_config(cfg, out)
     return out

@@ -65,7 +65,7 @@ def _prepare_out(cfg: TrainConfig, out: Path, resume: bool) -> Path | None:
     if resume:
         if checkpoint is None:
             raise UserError(f"--resume: no checkpoint in {out}; start without --resume")
-        check_resume(out, cfg)
+        check_resume(out, cfg, saved_required=True)
         return checkpoint
     if checkpoint is not None:
         raise UserError(f"{out} already holds checkpoints; pass --resume to continue it or a new --out")
