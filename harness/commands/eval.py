@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from harness.backends.registry import BACKENDS
 from harness.commands.options import add_ray_option
 from harness.config import resolve_config
 from harness.errors import UserError
@@ -68,7 +69,7 @@ def add_protocol_flags(
     g.add_argument("--pass-k", dest="pass_k", default=S, help="k values to report pass@k for (default: every k <= n)")
     b = p.add_argument_group("backend")
     b.add_argument(
-        "--backend", choices=["hf", "vllm", "openai"], default=S, help=f"generation backend (default {backend_default})"
+        "--backend", choices=list(BACKENDS), default=S, help=f"generation backend (default {backend_default})"
     )
     b.add_argument("--dtype", default=S, help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
     b.add_argument("--device", default=S, help="hf and vllm backends: auto (CUDA if visible), cpu, cuda, cuda:1")
