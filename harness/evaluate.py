@@ -83,7 +83,7 @@ def resolve_run_model(cfg: EvalConfig) -> dict[str, Any]:
     """``{name, path, weights_hash}``; remote models are named, not hashed."""
     if not backend_spec(cfg.backend).local:
         if not cfg.model:
-            raise UserError("the openai backend needs --model NAME (the model id the server serves)")
+            raise UserError(f"the {cfg.backend} backend needs --model NAME (the model id the server serves)")
         return {"name": cfg.model, "path": cfg.model, "weights_hash": None}
     from harness.models import resolve_model, weights_hash
 

@@ -81,6 +81,8 @@ class GradingSink:
 def sample_record(
     benchmark: str, problem: Problem, sample_idx: int, seed: int, template: Template, generation: Any, verdict: Any
 ) -> dict[str, Any]:
+    """One line of ``samples.jsonl``: what was asked, what came back and how it was graded (the
+    record ``rlvr show``, ``regrade``, ``export`` and the summaries read)."""
     return {
         "id": problem.id,
         "benchmark": benchmark,
