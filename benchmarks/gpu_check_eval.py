@@ -60,7 +60,7 @@ def main() -> int:
     from harness.backends.hf import HFBackend
     from harness.backends.vllm_engine import VLLMBackend
     from harness.benchmarks.registry import load_problems
-    from harness.evaluate import sample_record
+    from harness.sample_sink import sample_record
     from harness.templates import BUILTIN, render
     from sandbox.verdict import Verdict
 

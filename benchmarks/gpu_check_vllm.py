@@ -135,13 +135,13 @@ def main() -> int:
     os.environ.pop(MULTIPROCESSING_ENV)
 
     from harness.benchmarks.registry import load_problems
-    from trainers.loop import source_instruction
+    from harness.benchmarks.sources import source_instructions
     from trainers.perturb import Component
     from trainers.vllm_population import VLLMPerturbedGenerator
 
     problems = load_problems("arith_train")[:16]
     population = VLLMPerturbedGenerator(
-        tiny, "chat", dict([source_instruction("arith_train")]), 12, "bfloat16", dtype="bfloat16", device="cuda"
+        tiny, "chat", source_instructions(["arith_train"]), 12, "bfloat16", dtype="bfloat16", device="cuda"
     )
     before = greedy_logprobs(population, problems)
     population.generate([Component(7, 0.01)], problems)

@@ -25,6 +25,7 @@ from harness.commands import (
     show,
 )
 from harness.errors import UserError, describe_os_error
+from harness.plugins import plugin_commands
 
 DESCRIPTION = """\
 rlvr: reinforcement learning with verifiable rewards.
@@ -121,20 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
     for module in plugin_commands():
         module.register(sub)
     return parser
-
-
-def plugin_commands() -> list:
-    """Command modules other packages register in the ``rlvr.commands`` entry-point group
-    (the trainers add ``rlvr train``); the harness never imports them by name."""
-    from importlib.metadata import entry_points
-
-    modules = []
-    for entry in entry_points(group="rlvr.commands"):
-        try:
-            modules.append(entry.load())
-        except ImportError as exc:
-            print(f"rlvr: command {entry.name!r} unavailable ({exc})", file=sys.stderr)
-    return modules
 
 
 class Terminated(KeyboardInterrupt):

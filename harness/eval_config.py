@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.backends.registry import backend_names, separate_engine
 from harness.config import split_list
 from harness.errors import UserError
 from harness.run_config import Role, require, scored_settings, setting
 from sandbox.math.policy import PRESETS as MATH_PRESETS
 
-BACKENDS = ("hf", "vllm", "openai")
+BACKENDS = backend_names()
 
 #: every field names its role (harness.run_config.Role), short
 P, R, N = Role.PROTOCOL, Role.RESULT, Role.NOT_SCORED
@@ -263,13 +264,12 @@ class EvalConfig:
                 "equal mean@1; set --temperature (e.g. 0.6) for pass@k"
             )
         default = EvalConfig.__dataclass_fields__
-        if self.gpu_memory_utilization != default["gpu_memory_utilization"].default and (
-            self.backend != "vllm" or device == "cpu"
-        ):
-            where = "the CPU (its KV cache is --kv-cache-gb)" if self.backend == "vllm" else f"--backend {self.backend}"
+        engine = separate_engine(self.backend)  # vLLM: the engine sizes its own KV cache
+        if self.gpu_memory_utilization != default["gpu_memory_utilization"].default and (not engine or device == "cpu"):
+            where = "the CPU (its KV cache is --kv-cache-gb)" if engine else f"--backend {self.backend}"
             out.append(f"--gpu-memory-utilization applies to the vllm backend on a GPU; ignored on {where}")
-        if self.kv_cache_gb != default["kv_cache_gb"].default and (self.backend != "vllm" or device == "cuda"):
-            where = "a GPU (use --gpu-memory-utilization)" if self.backend == "vllm" else f"--backend {self.backend}"
+        if self.kv_cache_gb != default["kv_cache_gb"].default and (not engine or device == "cuda"):
+            where = "a GPU (use --gpu-memory-utilization)" if engine else f"--backend {self.backend}"
             out.append(f"--kv-cache-gb applies to the vllm backend on a CPU; ignored on {where}")
         return out
 

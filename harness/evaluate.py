@@ -9,28 +9,27 @@ changes scores is hashed into the protocol fingerprint (``harness.fingerprint``)
 from __future__ import annotations
 
 import inspect
-import os
-import queue
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend, GenerationRequest, SamplingParams, sample_seed
-from harness.benchmarks.custom import is_custom_source, load_custom, parse_fields
-from harness.benchmarks.problems import Problem, data_revision, with_math_policy
-from harness.benchmarks.registry import CODE_INSTRUCTION, MATH_INSTRUCTION, get_benchmark, load_problems
+from harness.backends.registry import backend_spec, make_backend
+from harness.benchmarks.problems import BenchmarkSpec, Problem, data_revision
+from harness.benchmarks.registry import load_problems
+from harness.benchmarks.sources import resolve_source
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
-from harness.fingerprint import describe_backend, fingerprints, hardware, protocol_fields, versions
+from harness.fingerprint import fingerprints, hardware, protocol_fields, versions
 from harness.grading import EvalGrader
 from harness.paths import output_dir
 from harness.progress import EvalProgress
 from harness.ray_eval import RayEngines
 from harness.results import CONFIG, PARTIAL, SAMPLES, SUMMARY, SampleLog, read_samples, rewrite_samples, write_json
 from harness.run_config import check_resume, save_config
+from harness.sample_sink import GradingSink
 from harness.summary import benchmark_metrics, format_table
 from harness.templates import Prompt, Template, load_template, pick_shots, render
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
@@ -51,43 +50,28 @@ class BenchmarkRun:
 def select_benchmarks(cfg: EvalConfig, template: Template) -> list[BenchmarkRun]:
     runs = []
     for entry in cfg.benchmarks:
-        if isinstance(entry, dict) or is_custom_source(str(entry)):
-            spec = entry if isinstance(entry, dict) else {"path": entry}
-            if "path" not in spec:
-                raise UserError(f"benchmark entry {entry!r} needs a 'path' (a .jsonl/.parquet file or hf:NAME)")
-            problems = load_custom(
-                str(spec["path"]),
-                parse_fields(spec.get("fields", cfg.fields)),
-                spec.get("kind", cfg.kind),
-                spec.get("policy", cfg.policy),
-                spec.get("name"),
+        source = resolve_source(entry, cfg.fields, cfg.kind, cfg.policy)
+        pool = source.problems if source.spec is None else shot_pool(source.spec, template)
+        problems = source.problems[: cfg.limit] if cfg.limit else source.problems
+        runs.append(
+            BenchmarkRun(
+                source.name, source.kind, problems, source.instruction, pool, source.notes, len(source.problems)
             )
-            kinds = {p.kind for p in problems}
-            kind = kinds.pop() if len(kinds) == 1 else "mixed"
-            instruction = MATH_INSTRUCTION if kind == "math" else CODE_INSTRUCTION
-            runs.append(
-                BenchmarkRun(
-                    problems[0].benchmark,
-                    kind,
-                    problems[: cfg.limit] if cfg.limit else problems,
-                    instruction,
-                    problems,
-                    "local data",
-                    len(problems),
-                )
-            )
-            continue
-        spec = get_benchmark(str(entry))
-        pool = load_problems(spec.shots_from) if template.kind == "fewshot" and spec.shots_from else []
-        if template.kind == "fewshot" and not pool:
-            raise UserError(f"{spec.name} has no worked solutions for few-shot prompts; use another --template")
-        problems = with_math_policy(load_problems(spec.name, cfg.limit), cfg.policy)
-        total = len(load_problems(spec.name))
-        runs.append(BenchmarkRun(spec.name, spec.kind, problems, spec.instruction, pool, spec.notes, total))
+        )
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise UserError(f"benchmark listed twice: {names}")
     return runs
+
+
+def shot_pool(spec: BenchmarkSpec, template: Template) -> list[Problem]:
+    """The worked solutions a few-shot prompt for ``spec`` draws from (none for other templates)."""
+    if template.kind != "fewshot":
+        return []
+    pool = load_problems(spec.shots_from) if spec.shots_from else []
+    if not pool:
+        raise UserError(f"{spec.name} has no worked solutions for few-shot prompts; use another --template")
+    return pool
 
 
 def build_prompt(template: Template, run: BenchmarkRun, problem: Problem) -> Prompt:
@@ -95,45 +79,11 @@ def build_prompt(template: Template, run: BenchmarkRun, problem: Problem) -> Pro
     return render(template, problem.question, run.instruction, shots)
 
 
-def make_backend(cfg: EvalConfig, model_path: str) -> Backend:
-    if cfg.backend == "hf":
-        from harness.backends.hf import HFBackend
-
-        return HFBackend(model_path, cfg.dtype, cfg.device, cfg.batch_size, cfg.max_model_len)
-    if cfg.backend == "vllm":
-        from harness.backends.vllm_engine import VLLMBackend
-
-        return VLLMBackend(
-            model_path,
-            cfg.dtype,
-            cfg.seed,
-            cfg.max_model_len,
-            cfg.gpu_memory_utilization,
-            device=cfg.device,
-            kv_cache_gb=cfg.kv_cache_gb,
-        )
-    from harness.backends.openai_api import OpenAIBackend
-
-    return OpenAIBackend(model_path, cfg.base_url, os.environ.get(cfg.api_key_env), cfg.concurrency)
-
-
-def preflight(cfg: EvalConfig) -> str | None:
-    """Fail before writing anything when the backend cannot run here; the vllm backend's device
-    (``cpu`` / ``cuda``) when it is the backend."""
-    if cfg.backend == "vllm":
-        from harness.backends.vllm_engine import require_vllm
-
-        return require_vllm(cfg.device)[1]
-    if cfg.backend == "openai" and not cfg.base_url:
-        raise UserError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
-    return None
-
-
 def resolve_run_model(cfg: EvalConfig) -> dict[str, Any]:
     """``{name, path, weights_hash}``; remote models are named, not hashed."""
-    if cfg.backend == "openai":
+    if not backend_spec(cfg.backend).local:
         if not cfg.model:
-            raise UserError("the openai backend needs --model NAME (the model id the server serves)")
+            raise UserError(f"the {cfg.backend} backend needs --model NAME (the model id the server serves)")
         return {"name": cfg.model, "path": cfg.model, "weights_hash": None}
     from harness.models import resolve_model, weights_hash
 
@@ -168,10 +118,6 @@ def refresh_stale_verdicts(
     print(f"note: re-graded {len(stale)} stored samples graded by {', '.join(versions_seen)} with the current verifier")
 
 
-def _chunk_size(cfg: EvalConfig) -> int:
-    return {"hf": cfg.batch_size, "vllm": max(256, cfg.batch_size), "openai": 4 * cfg.concurrency}[cfg.backend]
-
-
 def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
     """Evaluate ``cfg``; ``engine`` is a live backend to generate with instead of loading the model
     (a trainer's synced vLLM engine: its weights must be those of ``cfg.model``).
@@ -180,7 +126,8 @@ def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
     fails or is interrupted before its first sample leaves nothing behind (what it created is
     removed); one with samples keeps them, marked by ``partial.json`` until a rerun finishes it."""
     started = time.time()
-    if cfg.model is None and cfg.backend != "openai":
+    backend = backend_spec(cfg.backend)
+    if cfg.model is None and backend.local:
         from harness.models import EMBEDDED_NAME
 
         cfg.model = EMBEDDED_NAME  # recorded by name, so config.yaml says what ran
@@ -188,7 +135,7 @@ def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
     runs = select_benchmarks(cfg, template)
     run_dir = check_run_dir(cfg.run_dir(), "--out" if cfg.out else "the run directory")
     check_resume(run_dir, cfg)
-    device = preflight(cfg) if engine is None else None
+    device = backend.preflight(cfg) if engine is None else None
     for warning in cfg.warnings(device):
         print(f"warning: {warning}", file=sys.stderr)
     model = resolve_run_model(cfg)
@@ -312,7 +259,7 @@ def _generate_and_grade(
     timings["model_load_s"] = round(time.time() - t0, 2)
     params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_tokens, template.stop, template.include_stop)
     prompts: dict[str, Prompt] = {}
-    size = _chunk_size(cfg)
+    size = backend_spec(cfg.backend).chunk_size(cfg)
     chunks = [todo[start : start + size] for start in range(0, len(todo), size)]
     request_chunks = []
     for chunk in chunks:
@@ -379,90 +326,6 @@ def accepts_callbacks(backend: Any) -> bool:
     return "on_sample" in parameters and "on_tokens" in parameters
 
 
-class GradingSink:
-    """A thread that grades generated samples as they arrive and appends each record to the
-    sample log (made durable before the next batch), so a crash or Ctrl-C keeps every sample
-    that was graded. Samples waiting when the run stops are graded and written by ``close``."""
-
-    _STOP = object()
-
-    def __init__(self, grader: EvalGrader, log: SampleLog, meter: EvalProgress, template: Template, timings: dict):
-        self.grader, self.log, self.meter, self.template, self.timings = grader, log, meter, template, timings
-        self.queue: queue.Queue = queue.Queue()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._work, name="rlvr-grading", daemon=True)
-        self.thread.start()
-
-    def put(self, item: tuple, request: GenerationRequest, generation: Any) -> None:
-        if self.error is not None:
-            raise RuntimeError("grading failed") from self.error
-        self.queue.put((item, request, generation))
-
-    def _work(self) -> None:
-        stopping = False
-        while not stopping:
-            batch = [self.queue.get()]
-            while True:
-                try:
-                    batch.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            stopping = any(entry is self._STOP for entry in batch)
-            batch = [entry for entry in batch if entry is not self._STOP]
-            if not batch or self.error is not None:
-                continue
-            try:
-                self._grade(batch)
-            except BaseException as exc:  # reported to the generating thread by put / close
-                self.error = exc
-
-    def _grade(self, batch: list) -> None:
-        t0 = time.time()
-        verdicts = self.grader.grade([(problem, g.text) for (_, problem, _), _, g in batch])
-        self.timings["grading_s"] += time.time() - t0
-        records = []
-        for ((run, problem, j), request, g), v in zip(batch, verdicts):
-            records.append(sample_record(run.name, problem, j, request.seed, self.template, g, v))
-            self.timings["tokens_generated"] += g.n_tokens or 0
-        self.log.write(records)
-        for record in records:
-            self.meter.graded(record["benchmark"], record["correct"], record["n_tokens"])
-
-    def close(self) -> None:
-        self.queue.put(self._STOP)
-        try:
-            self.thread.join()
-        finally:
-            self.log.close()
-        if self.error is not None:
-            raise self.error
-
-
-def sample_record(
-    benchmark: str, problem: Problem, sample_idx: int, seed: int, template: Template, generation: Any, verdict: Any
-) -> dict[str, Any]:
-    return {
-        "id": problem.id,
-        "benchmark": benchmark,
-        "sample_idx": sample_idx,
-        "seed": seed,
-        "template": template.name,
-        "prompt": generation.prompt,
-        "completion": generation.text,
-        "extracted": verdict.extracted,
-        # the math gold (not secret; code tests stay out of the log, as the verifiers' details do)
-        "gold": str(problem.gold.get("answer")) if problem.kind == "math" and "answer" in problem.gold else None,
-        "correct": bool(verdict.correct),
-        "reward": verdict.reward,
-        "reason": verdict.reason,
-        "detail": verdict.detail,
-        "finish_reason": generation.finish_reason,
-        "n_tokens": generation.n_tokens,
-        "n_prompt_tokens": generation.n_prompt_tokens,
-        "verifier": verdict.verifier,
-    }
-
-
 def summarize_run(
     cfg: EvalConfig,
     runs: list[BenchmarkRun],
@@ -474,6 +337,7 @@ def summarize_run(
 ) -> dict[str, Any]:
     """``summary.json`` from every sample on disk for the selected problems."""
     rows = read_samples(run_dir)
+    backend = backend_spec(cfg.backend)
     sampling = {
         "n": cfg.n,
         "temperature": cfg.temperature,
@@ -483,7 +347,7 @@ def summarize_run(
         "max_model_len": cfg.max_model_len,
     }
     protocol = protocol_fields(
-        template.identity(), sampling, describe_backend(cfg.backend, cfg.dtype, cfg.device), grader.settings()
+        template.identity(), sampling, backend.describe(cfg.dtype, cfg.device), grader.settings()
     )
     revisions = {run.name: data_revision(run.problems) for run in runs}
     prints = fingerprints(protocol, revisions)
@@ -513,7 +377,7 @@ def summarize_run(
         "protocol_fingerprint": prints["protocol_fingerprint"],
         "protocol": protocol,
         "model": model,
-        "versions": versions(("vllm",) if cfg.backend == "vllm" else ("httpx",) if cfg.backend == "openai" else ()),
+        "versions": versions(backend.packages),
         "hardware": hardware(),
         "timings": timings or {},
         "config": cfg.scored_settings() | {"limit": cfg.limit, "out": str(run_dir)},

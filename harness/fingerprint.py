@@ -4,6 +4,7 @@ The *protocol fingerprint* hashes everything that changes scores except the mode
 revision, template, sampling (n, temperature, top_p, seed), max tokens, backend and its
 version, dtype, and the verifier versions and settings. Two runs with equal fingerprints
 differ only in the model, so their numbers can share a table; leaderboards group by it.
+Each backend describes itself (``harness.backends.registry``); this module names none.
 """
 
 from __future__ import annotations
@@ -27,38 +28,6 @@ def package_version(name: str) -> str | None:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def _auto_device(device: str) -> str:
-    if device != "auto":
-        return device
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        return "cpu"
-
-
-def describe_backend(backend: str, dtype: str, device: str) -> dict[str, Any]:
-    """The backend as it enters the fingerprint, computed without loading any model."""
-    if backend == "hf":
-        device = _auto_device(device)
-        resolved = dtype if dtype != "auto" else ("bfloat16" if device.startswith("cuda") else "float32")
-        resolved = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(resolved, resolved)
-        version = f"transformers {package_version('transformers')}, torch {package_version('torch')}"
-        return {"backend": "hf", "version": version, "dtype": resolved, "device": device.split(":")[0]}
-    if backend == "vllm":
-        from harness.backends.vllm_engine import engine_dtype, vllm_version
-
-        device = _auto_device(device).split(":")[0]
-        return {
-            "backend": "vllm",
-            "version": f"vllm {vllm_version()}",
-            "dtype": engine_dtype(dtype, device),
-            "device": device,
-        }
-    return {"backend": "openai", "version": "openai-compatible", "dtype": "server", "device": "remote"}
 
 
 def protocol_fields(

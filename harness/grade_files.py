@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+from sandbox.service import BadItem, parse_item
 from sandbox.verdict import Verdict
 
 OUTPUT_FIELDS = ("id", "correct", "reward", "reason", "extracted", "elapsed_ms")
@@ -76,6 +77,20 @@ def read_rows(stream: TextIO) -> Iterator[tuple[int, dict[str, Any] | None, str]
             yield number, None, f"line {number}: expected a JSON object, got {type(row).__name__}"
             continue
         yield number, row, ""
+
+
+def row_problem(row: dict[str, Any], kind: str) -> str:
+    """Why ``row`` cannot be graded as a ``kind`` item ("" when it can), by the rules the reward
+    server reads items with (``sandbox.service.parse_item``), worded for a file's rows."""
+    try:
+        parse_item({**row, "kind": kind})
+    except BadItem as exc:
+        value = row.get(exc.field) if exc.field is not None else None
+        if value is None:
+            return f"missing field {exc.field!r}"
+        shown = json.dumps(value, ensure_ascii=False, default=str)
+        return f"field {exc.field!r}: {exc.need} (got {shown if len(shown) <= 40 else shown[:39] + '…'})"
+    return ""
 
 
 def output_row(

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from harness.backends.base import Generation, GenerationRequest, SamplingParams
+from harness.backends.registry import backend_names, backend_spec, make_backend
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
 from sandbox.ray_dispatch import DispatchStats, kill_actors, ordered_map, start_actors
@@ -27,8 +28,6 @@ class EngineActor:
             import torch
 
             torch.set_num_threads(threads)
-        from harness.evaluate import make_backend
-
         self.backend = make_backend(EvalConfig(**cfg), model_path)
 
     def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[Generation]:
@@ -44,8 +43,12 @@ class RayEngines:
     def __init__(self, cfg: EvalConfig, model_path: str):
         from sandbox.ray_grading import RayUnavailable, connect
 
-        if cfg.backend == "openai":
-            raise UserError("--ray shards local engines (hf, vllm); the openai backend is already remote")
+        backend = backend_spec(cfg.backend)
+        if not backend.local:
+            raise UserError(
+                f"--ray shards local engines ({', '.join(backend_names(local_only=True))}); the {cfg.backend} "
+                "backend is already remote"
+            )
         try:
             connect(cfg.ray)
         except RayUnavailable as exc:
@@ -54,8 +57,8 @@ class RayEngines:
 
         resources = ray.cluster_resources()
         gpus = int(resources.get("GPU", 0))
-        if cfg.backend == "vllm" and not gpus and cfg.device != "cpu":
-            raise UserError("--backend vllm --ray needs GPUs in the Ray cluster (or --device cpu)")
+        if backend.ray_needs_gpu and not gpus and cfg.device != "cpu":
+            raise UserError(f"--backend {cfg.backend} --ray needs GPUs in the Ray cluster (or --device cpu)")
         on_gpu = gpus > 0 and cfg.device != "cpu"
         cpus = float(cfg.ray_cpus_per_actor)
         count = cfg.ray_actors or (gpus if on_gpu else max(1, int(resources.get("CPU", 1) // cpus)))

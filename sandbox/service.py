@@ -64,7 +64,14 @@ CODE_OPTIONS = (
 
 
 class BadItem(ValueError):
-    """An item that cannot be graded as sent; the message names the field."""
+    """An item that cannot be graded as sent; the message names the field. ``field`` and
+    ``need`` say the same in parts, so a front end that reads rows rather than request items
+    (``rlvr grade``) can word where the problem is its own way."""
+
+    def __init__(self, message: str, field: str | None = None, need: str = ""):
+        super().__init__(message)
+        self.field = field
+        self.need = need
 
 
 @dataclass(frozen=True)
@@ -81,24 +88,28 @@ class Item:
 def parse_item(raw: Any, index: int = 0) -> Item:
     """Validate one request item; raises ``BadItem`` naming the offending field."""
     where = f"items[{index}]"
+
+    def bad(field: str, need: str) -> BadItem:
+        return BadItem(f"{where}.{field}: {need}", field, need)
+
     if not isinstance(raw, Mapping):
-        raise BadItem(f"{where}: expected an object")
+        raise BadItem(f"{where}: expected an object", None, "expected an object")
     kind = raw.get("kind") or ("code" if "tests" in raw else "math")
     if kind not in KINDS:
-        raise BadItem(f"{where}.kind: must be one of {KINDS}, got {kind!r}")
+        raise bad("kind", f"must be one of {KINDS}, got {kind!r}")
     completion = raw.get("completion")
     if not isinstance(completion, str):
-        raise BadItem(f"{where}.completion: required string")
+        raise bad("completion", "required string")
     options = raw.get("options") or {}
     if not isinstance(options, Mapping):
-        raise BadItem(f"{where}.options: expected an object")
+        raise bad("options", "expected an object")
     payload: dict[str, Any] = {}
     if kind == "math":
         answer = raw.get("answer")
         if isinstance(answer, (int, float)) and not isinstance(answer, bool):
             answer = str(answer)
         if not isinstance(answer, str):
-            raise BadItem(f"{where}.answer: required string for math items")
+            raise bad("answer", "required string for math items")
         payload["answer"] = answer
         allowed = MATH_OPTIONS
     else:
@@ -106,7 +117,7 @@ def parse_item(raw: Any, index: int = 0) -> Item:
         if not isinstance(tests, (list, str, Mapping, PreparedTests)) or not (
             tests.tests if isinstance(tests, PreparedTests) else tests
         ):
-            raise BadItem(f"{where}.tests: required non-empty list for code items")
+            raise bad("tests", "required non-empty list for code items")
         payload["tests"] = tests
         allowed = CODE_OPTIONS
     for key in allowed:
@@ -116,7 +127,7 @@ def parse_item(raw: Any, index: int = 0) -> Item:
             payload[key] = options[key]
     unknown = set(options) - set(allowed)
     if unknown:
-        raise BadItem(f"{where}.options: unknown option(s) {sorted(unknown)} for {kind} items")
+        raise bad("options", f"unknown option(s) {sorted(unknown)} for {kind} items")
     return Item(raw.get("id", index), kind, completion, payload)
 
 

@@ -58,12 +58,12 @@ def test_ensemble_takes_the_voted_answers_own_verdict(grader):
 
 
 def test_worker_processes_score_like_this_process(tiny_model):
-    from trainers.loop import source_instruction, source_problems
+    from harness.benchmarks.sources import resolve_source, source_instructions
     from trainers.perturb import Component
     from trainers.population import PopulationScorer
 
-    problems = source_problems("arith_train")[:3]
-    args = (tiny_model, "chat", dict([source_instruction("arith_train")]), 8, 8, "float32", 0.0)
+    problems = resolve_source("arith_train").problems[:3]
+    args = (tiny_model, "chat", source_instructions(["arith_train"]), 8, 8, "float32", 0.0)
     specs = [[Component(1, 0.002)], [Component(2, 0.002, -1.0)]]
     local = PopulationScorer(*args)
     pooled = PopulationScorer(*args, workers=2)

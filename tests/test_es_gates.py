@@ -248,18 +248,18 @@ def test_support_probe_holdout_and_test_are_disjoint_and_the_holdout_chose_nothi
 
 def test_arith_test1k_has_1010_held_out_problems_none_from_training():
     from harness.benchmarks.registry import get_benchmark
-    from trainers.loop import source_problems
+    from harness.benchmarks.sources import resolve_source
 
-    test = source_problems("arith_test1k")
-    train = source_problems("arith_train")
+    test = resolve_source("arith_test1k").problems
+    train = resolve_source("arith_train").problems
     assert len(test) == len({p.id for p in test}) == 1010 >= 1000
     assert not {p.question for p in test} & {p.question for p in train}
-    assert {p.question for p in source_problems("arith")} <= {p.question for p in test}
+    assert {p.question for p in resolve_source("arith").problems} <= {p.question for p in test}
     assert get_benchmark("arith_test1k").policy == "arith" and all(p.gold["policy"] == "arith" for p in test)
     for p in test:  # every gold answer is the arithmetic of its question
         a, op, b = p.question.removeprefix("What is ").removesuffix("?").split()
         assert int(p.gold["answer"]) == {"+": int(a) + int(b), "-": int(a) - int(b), "\u00d7": int(a) * int(b)}[op]
-    assert [p.id for p in source_problems("arith_test1k")] == [p.id for p in test]  # a fixed order
+    assert [p.id for p in resolve_source("arith_test1k").problems] == [p.id for p in test]  # a fixed order
 
 
 # ---------------------------------------------------------------- Stage-2 proposals

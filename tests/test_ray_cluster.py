@@ -141,12 +141,12 @@ def test_eval_on_ray_writes_the_samples_of_a_plain_run_and_resumes(cluster, tmp_
 
 
 def test_population_on_ray_scores_like_this_process(cluster, tiny_model):
-    from trainers.loop import source_instruction, source_problems
+    from harness.benchmarks.sources import resolve_source, source_instructions
     from trainers.perturb import Component
     from trainers.population import PopulationScorer
 
-    problems = source_problems("arith_train")[:3]
-    args = (tiny_model, "chat", dict([source_instruction("arith_train")]), 8, 8, "float32", 0.0)
+    problems = resolve_source("arith_train").problems[:3]
+    args = (tiny_model, "chat", source_instructions(["arith_train"]), 8, 8, "float32", 0.0)
     specs = [[Component(1, 0.002)], [Component(2, 0.002, -1.0)], [Component(3, 0.004)], []]
     local = PopulationScorer(*args)
     on_ray = PopulationScorer(*args, workers=2, backend="ray")

@@ -152,9 +152,9 @@ def test_two_drgrpo_steps_with_backend_vllm(tmp_path, digits_source):
 @pytest.fixture(scope="module")
 def arith():
     from harness.benchmarks.registry import load_problems
-    from trainers.loop import source_instruction
+    from harness.benchmarks.sources import source_instructions
 
-    return load_problems("arith_train")[:16], dict([source_instruction("arith_train")])
+    return load_problems("arith_train")[:16], source_instructions(["arith_train"])
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,8 @@ harness never imports the trainers (dependencies point sandbox <- harness <- tra
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 POLICY_GRADIENT = ("grpo", "drgrpo", "dapo", "srpo")
 GRADIENT_FREE = ("randopt", "corp")
@@ -128,25 +130,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 def resolve(args: argparse.Namespace, check_data: bool = True):
     """The run's typed config from the preset / YAML file, ``--set`` and flags, every check done
     (before any model is loaded; ``check_data=False`` lets local data files be absent)."""
-    from harness.errors import UserError
-    from trainers.config import build_config, parse_overrides
-    from trainers.es_config import build_es_config
+    from trainers.config import parse_overrides
 
     overrides = parse_overrides(args.overrides)
     for key in ("out", "max_steps", "model", "seed", "population"):
         value = getattr(args, key)
         if value is not None:
             overrides[key] = value
-    if args.algorithm in GRADIENT_FREE:
-        return build_es_config(args.algorithm, args.config, overrides)
+    return configure(args.algorithm, args.config, overrides, check_data)
+
+
+def configure(algorithm: str, config: str | None, overrides: dict[str, Any], check_data: bool = True):
+    """``algorithm``'s typed config: defaults < preset or YAML file ``config`` < ``overrides``."""
+    from harness.errors import UserError
+    from trainers.config import build_config
+    from trainers.es_config import build_es_config
+
+    if algorithm in GRADIENT_FREE:
+        return build_es_config(algorithm, config, overrides)
     if "population" in overrides:
         raise UserError("--population is for randopt and corp")
-    return build_config(args.algorithm, args.config, overrides, check_data)
+    return build_config(algorithm, config, overrides, check_data)
 
 
 def run(args: argparse.Namespace) -> int:
-    import importlib
-
     from harness.errors import UserError
 
     if getattr(args, "json", False) and not getattr(args, "plan", False):
@@ -161,14 +168,31 @@ def run(args: argparse.Namespace) -> int:
         plan = training_plan(resolve(args, check_data=False), args.config)
         print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
         return 0
+    train(args.algorithm, resolve(args), args.resume, args.progress)
+    return 0
+
+
+def train_run(
+    algorithm: str, config: str | None, overrides: dict[str, Any], resume: bool = False, progress: bool = True
+) -> Path | None:
+    """``rlvr train`` without a command line (``rlvr demo`` calls it through the entry point):
+    ``overrides`` are typed ``--set`` values and flags (``out``, ``max_steps``, ...)."""
+    return train(algorithm, configure(algorithm, config, overrides), resume, progress)
+
+
+def train(algorithm: str, cfg: Any, resume: bool, progress: bool) -> Path | None:
+    """Train ``cfg`` with ``algorithm``; under torchrun this rank joins the process group. The run
+    directory on the main process (printed there), None on the others."""
+    import importlib
+
+    from harness.errors import UserError
     from trainers import distributed
 
-    cfg = resolve(args)
-    if distributed.launched() and args.algorithm in GRADIENT_FREE:
-        raise UserError(f"{args.algorithm} runs in one process; torchrun launches grpo, drgrpo, dapo and srpo")
+    if distributed.launched() and algorithm in GRADIENT_FREE:
+        raise UserError(f"{algorithm} runs in one process; torchrun launches grpo, drgrpo, dapo and srpo")
     with distributed.session(cfg):  # under torchrun: this rank joins the process group (else nothing)
-        train = importlib.import_module(f"trainers.{args.algorithm}").train
-        out, main = train(cfg, resume=args.resume, progress=args.progress), distributed.is_main()
+        out = importlib.import_module(f"trainers.{algorithm}").train(cfg, resume=resume, progress=progress)
+        main = distributed.is_main()
     if main:
         print(f"done -> {out}")
-    return 0
+    return out if main else None

@@ -262,12 +262,14 @@ class TrainConfig:
     def validate(self, check_data: bool = True) -> None:
         """Every check that needs no model: run before anything is loaded (``check_data=False``:
         local data files may be absent, as for ``--plan``)."""
+        from harness.backends.registry import backend_names, separate_engine
         from sandbox.math.policy import PRESETS as MATH_PRESETS
         from trainers.advantages import ADVANTAGE_MODES, OVERLONG_MODES
         from trainers.losses import AGGREGATIONS, POLICY_LOSSES
         from trainers.precision import check_precision
         from trainers.selection import SELECTIONS
 
+        local = backend_names(local_only=True)
         checks = [
             (self.algorithm in ALGORITHMS, f"algorithm must be one of {ALGORITHMS}"),
             (self.advantage in ADVANTAGE_MODES, f"advantage must be one of {ADVANTAGE_MODES}"),
@@ -275,7 +277,7 @@ class TrainConfig:
             (self.policy_loss in POLICY_LOSSES, f"policy_loss must be one of {POLICY_LOSSES}"),
             (self.tis_cap is None or self.tis_cap > 0, "tis_cap must be positive (e.g. 2.0) or null (off)"),
             (
-                self.tis_cap is None or self.backend == "vllm",
+                self.tis_cap is None or separate_engine(self.backend),
                 "tis_cap corrects a separate sampler's numerics and needs backend: vllm (with hf the sampler is the "
                 "learner); add --set backend=vllm or drop tis_cap",
             ),
@@ -291,7 +293,7 @@ class TrainConfig:
                 "sizes must be positive",
             ),
             (self.max_steps >= 0, "max_steps must be >= 0"),
-            (self.backend in ("hf", "vllm"), "backend must be hf or vllm"),
+            (self.backend in local, f"backend must be {' or '.join(local)}"),
             (self.parallel in ("ddp", "fsdp"), "parallel must be ddp or fsdp"),
             (
                 self.lr > 0
@@ -358,22 +360,19 @@ def check_plateau_reading(stages: list[dict[str, Any]], selection: str) -> None:
 def check_sources(names: Sequence[str], where: str, check_data: bool = True) -> None:
     """Each name is a registered benchmark or an existing local data file (else one line saying
     which; ``check_data=False`` lets a local file be absent)."""
-    from harness.benchmarks.custom import is_custom_source
-    from harness.benchmarks.registry import get_benchmark
+    from harness.benchmarks.sources import local_path
 
     for name in names:
-        if is_custom_source(name):
-            if check_data and not name.startswith("hf:") and not Path(name).exists():
-                raise UserError(
-                    f"bad training config: {where} names {name}, which does not exist (put the data there, or name "
-                    "yours with "
-                    f'--set "stages=[{{name: main, sources: [FILE.jsonl]}}]" / --set train_source=FILE.jsonl)'
-                )
-        else:
-            try:
-                get_benchmark(name)
-            except UserError as exc:
-                raise UserError(f"bad training config: {where}: {exc}") from None
+        try:
+            path = local_path(name)
+        except UserError as exc:
+            raise UserError(f"bad training config: {where}: {exc}") from None
+        if check_data and path is not None and not path.exists():
+            raise UserError(
+                f"bad training config: {where} names {name}, which does not exist (put the data there, or name "
+                "yours with "
+                f'--set "stages=[{{name: main, sources: [FILE.jsonl]}}]" / --set train_source=FILE.jsonl)'
+            )
 
 
 def preset_names(algorithm: str) -> list[str]:

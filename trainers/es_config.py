@@ -265,6 +265,7 @@ class ESConfig:
 
     def validate(self) -> None:
         """Every check that needs no model: run before anything is loaded."""
+        from harness.backends.registry import backend_names
         from trainers.config import check_sources
         from trainers.perturb import NOISE_DTYPES
 
@@ -281,7 +282,7 @@ class ESConfig:
             (self.noise_dtype in NOISE_DTYPES, f"noise_dtype must be one of {sorted(NOISE_DTYPES)}"),
             (self.workers >= 1 and self.noise_cache_gb >= 0, "workers >= 1 and noise_cache_gb >= 0"),
             (
-                self.backend in ("hf", "vllm", "ray"),
+                self.backend in (*backend_names(local_only=True), "ray"),
                 "backend must be hf (CPU/GPU, worker processes), vllm (CPU or GPU, weights perturbed in place) or ray "
                 "(hf engines on Ray actors; RAY_ADDRESS or a local cluster; workers = actors, 1 = one per CPU)",
             ),

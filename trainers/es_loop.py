@@ -49,9 +49,9 @@ def load_splits(cfg: ESConfig) -> Splits:
     ``load_data_splits`` for separate train and test files), hold-out gate = the next
     ``holdout_size`` (CoRP; ours), test = the held-out source. The four must be pairwise disjoint
     (by id, and by question and answer), else one line says which two overlap."""
-    from trainers.loop import source_problems
+    from harness.benchmarks.sources import resolve_source
 
-    train = source_problems(cfg.train_source)
+    train = resolve_source(cfg.train_source).problems
     probe_size = cfg.probe_size if cfg.algorithm == "corp" else 0
     holdout_size = cfg.holdout_size if cfg.algorithm == "corp" and cfg.holdout_gate_stages else 0
     needed = cfg.support_size + probe_size + holdout_size
@@ -59,7 +59,7 @@ def load_splits(cfg: ESConfig) -> Splits:
         raise UserError(
             f"{cfg.train_source} has {len(train)} items; support_size + probe_size + holdout_size = {needed}"
         )
-    test = source_problems(cfg.test_source)
+    test = resolve_source(cfg.test_source).problems
     if cfg.test_limit:
         test = test[: cfg.test_limit]
     support = train[: cfg.support_size]
@@ -268,13 +268,13 @@ class PopulationSearch(Protocol):
 def run_search(cfg: ESConfig, search: PopulationSearch, resume: bool = False, show_progress: bool = True) -> Path:
     """The loop RandOpt and CoRP share: splits, the population scorer, the log, then the
     algorithm's ``search`` (its module passes it in), the report; returns the run directory."""
+    from harness.benchmarks.sources import source_instructions
     from harness.models import resolve_model
-    from trainers.loop import source_instruction
 
     out = prepare_run(cfg, resume)
     model_path, model_name = resolve_model(cfg.model)
     splits = load_splits(cfg)
-    instructions = dict(source_instruction(name) for name in (cfg.train_source, cfg.test_source))
+    instructions = source_instructions((cfg.train_source, cfg.test_source))
     scorer = PopulationScorer(
         model_path,
         cfg.template,

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.backends.registry import separate_engine
 from harness.benchmarks.problems import with_math_policy
-from harness.benchmarks.registry import get_benchmark, load_problems
+from harness.benchmarks.sources import resolve_source, source_instructions
 from harness.errors import UserError
 from harness.grading import EvalGrader
 from harness.run_config import check_resume, save_config
@@ -36,27 +37,9 @@ from trainers.telemetry import TrainLog, rollout_metrics
 from trainers.update import UPDATE_METRICS, batch_logprobs, pack, policy_update
 
 
-def source_problems(source: str) -> list:
-    """A registered benchmark (e.g. ``arith_train``) or a local .jsonl/.parquet file."""
-    from harness.benchmarks.custom import is_custom_source, load_custom
-
-    return load_custom(source) if is_custom_source(source) else load_problems(source)
-
-
-def source_instruction(source: str) -> tuple[str, str]:
-    """(benchmark name its problems carry, instruction used by the chat template)."""
-    from harness.benchmarks.custom import is_custom_source
-    from harness.benchmarks.registry import CODE_INSTRUCTION, MATH_INSTRUCTION
-
-    if is_custom_source(source):
-        problem = source_problems(source)[0]
-        return problem.benchmark, MATH_INSTRUCTION if problem.kind == "math" else CODE_INSTRUCTION
-    return source, get_benchmark(source).instruction
-
-
 def stage_pool(stage: Stage, math_policy: str | None = None) -> list:
     """The stage's problems, graded under ``math_policy`` when the run sets one."""
-    return with_math_policy([p for source in stage.sources for p in source_problems(source)], math_policy)
+    return with_math_policy([p for source in stage.sources for p in resolve_source(source).problems], math_policy)
 
 
 def _prepare_out(cfg: TrainConfig, out: Path, resume: bool) -> Path | None:
@@ -99,9 +82,10 @@ def warn_overlap(cfg: TrainConfig) -> None:
     run evaluates on (``rlvr contamination``'s tests); the run goes on, the numbers would not mean much."""
     from harness.contamination import contamination_report
 
-    held_out = [p for name in cfg.eval_benchmarks for p in source_problems(name)]
+    held_out = [p for name in cfg.eval_benchmarks for p in resolve_source(name).problems]
     sources = [src for stage in cfg.stages for src in Stage.from_dict(stage).sources]
-    rows = [{"question": p.question, "answer": p.gold.get("answer")} for src in sources for p in source_problems(src)]
+    trained = [p for src in sources for p in resolve_source(src).problems]
+    rows = [{"question": p.question, "answer": p.gold.get("answer")} for p in trained]
     report, _ = contamination_report(rows, held_out, list(dict.fromkeys(p.benchmark for p in held_out)), examples=1)
     for name, entry in report["benchmarks"].items():
         if entry["contaminated_problems"]:
@@ -202,11 +186,11 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
         start, generations_total = state["step"], state["generations_total"]
     grader = EvalGrader()
     template = load_template(cfg.template)
-    instructions = dict(source_instruction(name) for s in curriculum.stages for name in s.sources)
+    instructions = source_instructions(name for s in curriculum.stages for name in s.sources)
     sampler = _make_sampler(cfg, model, tokenizer, template, instructions)
-    worker = RolloutWorker(sampler, grader, cfg.group_size, logprobs=cfg.backend == "vllm")
+    worker = RolloutWorker(sampler, grader, cfg.group_size, logprobs=separate_engine(cfg.backend))
     if ctx:  # this rank generates its share of whole groups; every rank sees every group
-        worker = ctx.rollout(worker, model, unshard=cfg.backend == "hf")
+        worker = ctx.rollout(worker, model, unshard=not separate_engine(cfg.backend))
     log = (
         TrainLog(out, cfg.log_to, dataclasses.asdict(cfg), resume=checkpoint is not None, keep_until=start)
         if main
@@ -271,7 +255,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
 
 
 def _make_sampler(cfg: TrainConfig, model, tokenizer, template, instructions):
-    if cfg.backend == "vllm":
+    if separate_engine(cfg.backend):  # vLLM: its own engine, weights synced after each update
         from trainers.vllm_rollout import VLLMRollout
 
         return VLLMRollout(model, tokenizer, template, instructions, cfg)
@@ -396,7 +380,7 @@ def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler
     from harness.eval_config import EvalConfig
     from harness.evaluate import run_eval
 
-    engine = sampler.eval_backend() if cfg.backend == "vllm" else None
+    engine = sampler.eval_backend() if separate_engine(cfg.backend) else None
     summary = run_eval(
         EvalConfig(
             model=str(path),

@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.backends.registry import separate_engine
 from trainers.precision import BYTES, compute_dtype_name, master_dtype_name
 
 GPU_GB = 80.0
@@ -150,7 +151,7 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
 
 
 def _data(cfg: Any) -> list[dict[str, Any]]:
-    from harness.benchmarks.custom import is_custom_source
+    from harness.benchmarks.sources import local_path
     from trainers.curriculum import Stage
 
     out = []
@@ -165,13 +166,8 @@ def _data(cfg: Any) -> list[dict[str, Any]]:
             switch = f"until {stage.until_generations} generations"
         else:
             switch = "to the end"
-        sources = [
-            {
-                "source": s,
-                "found": None if not is_custom_source(s) or s.startswith("hf:") else Path(s).exists(),
-            }
-            for s in stage.sources
-        ]
+        paths = [(s, local_path(s)) for s in stage.sources]
+        sources = [{"source": s, "found": None if path is None else path.exists()} for s, path in paths]
         out.append({"name": stage.name, "sources": sources, "switch": switch})
     return out
 
@@ -248,7 +244,7 @@ def device_estimate(cfg: Any, gpu_gb: float = GPU_GB) -> dict[str, Any]:
         "compute_copy": compute if autocast else 0,
         "reference_model": master if cfg.beta else 0,
     }
-    vllm_share = cfg.gpu_memory_utilization if cfg.backend == "vllm" else 0.0
+    vllm_share = cfg.gpu_memory_utilization if separate_engine(cfg.backend) else 0.0
     budget = gpu_gb * (1.0 - vllm_share)
     out: dict[str, Any] = {
         "estimate": True,
@@ -283,7 +279,7 @@ def device_estimate(cfg: Any, gpu_gb: float = GPU_GB) -> dict[str, Any]:
             "layer by layer",
         },
     )
-    if cfg.backend == "vllm":
+    if separate_engine(cfg.backend):
         engine = compute * params / GB
         out["vllm_engine"] = {
             "weights_gb": round(engine, 1),

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
+from harness.backends.registry import separate_engine
 from harness.benchmarks.problems import Problem
 from harness.grading import EvalGrader
 from trainers.generation_journal import GenerationJournal, generation_key
@@ -138,7 +139,7 @@ class PopulationScorer:
         backend: str = "hf",
     ):
         self.noise_dtype = noise_dtype
-        if backend == "vllm":
+        if separate_engine(backend):
             from trainers.vllm_population import VLLMPerturbedGenerator
 
             self.local: Any = VLLMPerturbedGenerator(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -23,6 +24,14 @@ from pathlib import Path
 #: (n = 4 at temperature 0.7, as benchmarks/learn_cpu.py), before and after on the same problems.
 PROTOCOL = {"template": "chat", "max_tokens": 24}
 SAMPLED = {"n": 4, "temperature": 0.7}
+#: Part 4's Dr. GRPO settings over the ``cpu-demo`` preset (a short run that keeps only its end)
+TRAINING = {
+    "lr": 5e-5,
+    "prompts_per_step": 6,
+    "max_tokens": PROTOCOL["max_tokens"],
+    "save_every": 0,
+    "save_optimizer": False,
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -134,8 +143,8 @@ def template_ablation(results: Path, limit: int) -> None:
 
 
 def policy_gradient(results: Path, limit: int, steps: int) -> None:
-    from harness.cli import build_parser
     from harness.comparison import compare_runs
+    from harness.plugins import trainer
     from harness.report_format import percent_ci
 
     print(
@@ -145,39 +154,21 @@ def policy_gradient(results: Path, limit: int, steps: int) -> None:
     before = results / "smollm2-135m-instruct-chat-arith-sampled"
     _eval(None, "arith", limit, before, **SAMPLED)
     out = results / "train-drgrpo"
-    argv = [
-        "train",
-        "drgrpo",
-        "--config",
-        "cpu-demo",
-        "--out",
-        str(out),
-        "--max-steps",
-        str(steps),
-        "--set",
-        "lr=5e-5",
-        "--set",
-        "prompts_per_step=6",
-        "--set",
-        f"max_tokens={PROTOCOL['max_tokens']}",
-        "--set",
-        "save_every=0",
-        "--set",
-        "save_optimizer=false",
-    ]
+    flags = {"out": str(out), "max_steps": steps}
+    command = f"rlvr train drgrpo --config cpu-demo --out {out} --max-steps {steps} " + " ".join(
+        f"--set {key}={_set_value(value)}" for key, value in TRAINING.items()
+    )
     final = out / f"checkpoint-{steps:06d}"
-    command = "rlvr " + " ".join(argv)
     if not final.exists():
-        try:
-            args = build_parser().parse_args(argv)
-        except SystemExit:
+        train = trainer()
+        if train is None:
             print(f"`rlvr train` is not installed here (the trainers package); the step is: {command}")
             return
         if (out / "latest").exists():
             import shutil
 
             shutil.rmtree(out)  # an unfinished demo run without optimizer state cannot resume: start it again
-        args.func(args)
+        train.train_run("drgrpo", "cpu-demo", {**flags, **TRAINING})
     after = results / "drgrpo-chat-arith-sampled"
     summary = _eval(str(final), "arith", limit, after, **SAMPLED)
     report = compare_runs(before, after)["benchmarks"]["arith"]
@@ -197,6 +188,13 @@ def policy_gradient(results: Path, limit: int, steps: int) -> None:
         f"--n {SAMPLED['n']} --temperature {SAMPLED['temperature']} --limit {limit}  (protocol fingerprint "
         f"{summary['fingerprint']}, the same as the base run's)"
     )
+
+
+def _set_value(value: object) -> str:
+    """``value`` as one writes it after ``--set KEY=`` (YAML): ``false``, ``5e-5``."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return re.sub(r"e([+-])0+(?=\d)", r"e\1", repr(value))
 
 
 def show_grading(timeout: float) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.commands.options import add_ray_option
 from harness.errors import UserError
-from harness.grade_files import count_lines, grade_stream, read_rows
+from harness.grade_files import count_lines, grade_stream, read_rows, row_problem
 
 EPILOG = """\
 input rows (JSON Lines):
@@ -85,28 +85,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _validate_math(row: dict[str, Any]) -> str:
-    if "completion" not in row:
-        return "missing field 'completion'"
-    if not isinstance(row["completion"], str):
-        return "field 'completion' must be a string"
-    if "answer" not in row or row["answer"] is None:
-        return "missing field 'answer'"
-    if not isinstance(row["answer"], (str, int, float)):
-        return "field 'answer' must be a string or a number"
-    return ""
-
-
-def _validate_code(row: dict[str, Any]) -> str:
-    if "completion" not in row:
-        return "missing field 'completion'"
-    if not isinstance(row["completion"], str):
-        return "field 'completion' must be a string"
-    if "tests" not in row:
-        return "missing field 'tests'"
-    return ""
-
-
 def _ray_grader(args: argparse.Namespace):
     """``--ray``: the same grading service, one actor per cluster CPU (``sandbox.ray_grading``)."""
     from sandbox.ray_grading import RayGrader, RayUnavailable
@@ -137,17 +115,17 @@ def _ray_grader(args: argparse.Namespace):
                 ]
             )
 
-        return grader, grade_chunk, _validate_math, MATH_VERIFIER, ()
+        return grader, grade_chunk, MATH_VERIFIER, ()
 
     def grade_code(rows: list[dict[str, Any]]):
         extra = {"partial": True} if args.partial else {}
         return grader.grade([{**row, "kind": "code", **extra} for row in rows])
 
-    return grader, grade_code, _validate_code, CODE_VERIFIER, ("passed", "total", "first_failure")
+    return grader, grade_code, CODE_VERIFIER, ("passed", "total", "first_failure")
 
 
 def _grader(args: argparse.Namespace):
-    """The verifier for ``--kind``, its row validator and its version string."""
+    """The verifier for ``--kind``, its chunk grader, its version string and its extra output fields."""
     from sandbox.math.policy import PRESETS
 
     if args.kind == "math" and args.policy not in PRESETS:
@@ -164,7 +142,7 @@ def _grader(args: argparse.Namespace):
         def grade_chunk(rows: list[dict[str, Any]]):
             return grader.verify_batch([{**row, "answer": str(row["answer"])} for row in rows], policy=args.policy)
 
-        return grader, grade_chunk, _validate_math, MATH_VERIFIER, ()
+        return grader, grade_chunk, MATH_VERIFIER, ()
     from sandbox.code.verify import CodeGrader
     from sandbox.version import CODE_VERIFIER
 
@@ -174,7 +152,7 @@ def _grader(args: argparse.Namespace):
     def grade_chunk(rows: list[dict[str, Any]]):
         return grader.verify_batch(rows, partial=args.partial) if args.partial else grader.verify_batch(rows)
 
-    return grader, grade_chunk, _validate_code, CODE_VERIFIER, ("passed", "total", "first_failure")
+    return grader, grade_chunk, CODE_VERIFIER, ("passed", "total", "first_failure")
 
 
 def check_paths(args: argparse.Namespace) -> None:
@@ -216,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     if total == 0:
         source.close()
         raise UserError(f"{args.input} holds no rows; pass a JSONL file with one JSON object per line")
-    grader, grade_chunk, validate, verifier, extra_fields = _grader(args)
+    grader, grade_chunk, verifier, extra_fields = _grader(args)
     out = sys.stdout if args.output == "-" else _open_output(args.output)
     progress = None
     if not args.no_progress and args.output != "-":
@@ -232,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     def check(row: dict[str, Any]) -> str:
         if not first_row:
             first_row.append(row)
-        return validate(row)
+        return row_problem(row, args.kind)
 
     try:
         window = max(4, len(getattr(grader, "actors", ())))

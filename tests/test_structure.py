@@ -1,0 +1,129 @@
+"""The layers as the imports draw them: ``sandbox <- harness <- trainers``, no arrow up and no
+import circle, counting the imports written inside functions (a lazy import still ties two
+modules together; it only hides the tie from a reader of the file's head)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: lower layers first: a module may import its own layer and the ones before it
+LAYERS = ("sandbox", "harness", "trainers")
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(tree: ast.AST, name: str, is_package: bool, known: set[str]) -> set[str]:
+    """Every project module ``tree`` imports, at any depth: ``from pkg import mod`` counts as
+    ``pkg.mod`` when that is a module, else as ``pkg``."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".") if is_package else name.split(".")[:-1]
+                package = package[: len(package) - node.level + 1]
+                base = ".".join(package + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # `import harness.x.y` where only harness.x is a module
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph(root: Path, packages: tuple[str, ...] = LAYERS) -> dict[str, set[str]]:
+    """``module -> modules it imports`` for every ``.py`` file under ``root/<package>``."""
+    files = {module_name(p, root): p for package in packages for p in sorted((root / package).rglob("*.py"))}
+    known = set(files)
+    return {
+        name: imported_modules(ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py", known)
+        for name, path in files.items()
+    }
+
+
+def upward_edges(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b`` for every import of a later layer by an earlier one."""
+    rank = {layer: i for i, layer in enumerate(LAYERS)}
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if rank.get(b.split(".")[0], -1) > rank.get(a.split(".")[0], len(LAYERS))
+    )
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as ``[a, b, ..., a]``, or None (depth-first search, colours)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_no_import_circle():
+    cycle = find_cycle(import_graph(ROOT))
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_no_import_up_the_layers():
+    edges = upward_edges(import_graph(ROOT))
+    assert not edges, f"imports up the layers ({' <- '.join(LAYERS)}): " + "; ".join(edges)
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def test_the_checks_catch_a_circle_closed_inside_a_function_and_an_arrow_up(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "sandbox/__init__.py": "",
+            "sandbox/low.py": "def f():\n    from harness import high\n",
+            "harness/__init__.py": "",
+            "harness/high.py": "from . import other\n",
+            "harness/other.py": "def g():\n    import harness.high\n",
+            "trainers/__init__.py": "",
+        },
+    )
+    graph = import_graph(tmp_path)
+    assert graph["harness.high"] == {"harness.other"} and graph["harness.other"] == {"harness.high"}
+    assert find_cycle(graph) == ["harness.high", "harness.other", "harness.high"]
+    assert upward_edges(graph) == ["sandbox.low -> harness.high"]
+    with pytest.raises(AssertionError, match="harness.high -> harness.other -> harness.high"):
+        cycle = find_cycle(graph)
+        assert cycle is None, "import circle: " + " -> ".join(cycle or [])
