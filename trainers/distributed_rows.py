@@ -19,12 +19,20 @@ single-process gradient. DDP syncs only on a minibatch's last micro-batch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from trainers.distributed import Context
+
+class Reducer(Protocol):
+    """What a shard needs of ``trainers.distributed.Context``: the world size and a sum over ranks
+    (a Protocol, so this module does not import the one that imports it)."""
+
+    world: int
+
+    def all_reduce(self, values: Sequence[float], op: str = "sum") -> list[float]: ...
+
 
 #: how ``trainers.losses.token_weights`` normalises each aggregation locally: by the rows of the
 #: minibatch or by its tokens (a new mode must say which before it runs under torchrun)
@@ -51,7 +59,7 @@ class Shard:
     """This rank's rows of a step's batch: ``rows`` (global row indices, None = dummy) laid out as
     ``minibatches`` (equal slices on every rank) with ``real`` rows each; the update's hooks."""
 
-    def __init__(self, ctx: Context, rows: list[int | None], minibatches: list[slice], real: list[int]):
+    def __init__(self, ctx: Reducer, rows: list[int | None], minibatches: list[slice], real: list[int]):
         self.ctx, self.rows, self.minibatches, self.real = ctx, rows, minibatches, real
 
     def take(self, prompts: list, completions: list, advantages: torch.Tensor, keep: torch.Tensor, *per_token: Any):
