@@ -1,4 +1,6 @@
-"""Our code verifier against EvalPlus 0.3.1's own evaluator, on the same programs, in one run.
+"""Our code verifier against its peers on the same programs, in one run: EvalPlus 0.3.1's own
+evaluator on HumanEval+ / MBPP+, and LiveCodeBench's runner (``nvidia-livecodebench``) on
+LiveCodeBench.
 
 Programs: every selected HumanEval+ / MBPP+ task's canonical solution plus mutants of the classes
 in ``code_mutants.py`` (types, floats, numpy, oracles, exceptions, time-outs, ``__eq__`` tricks).
@@ -7,12 +9,17 @@ our shipped data through ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH`` wi
 no network. Ours runs through the project's benchmark path (``harness.grading.EvalGrader``, the
 function evaluations and rewards use) with ``W`` judges and every isolation feature on.
 
+LiveCodeBench's runner runs as in ``lcb_peer.py`` (a subprocess inside ``unshare --mount``) on
+the programs of ``lcb_programs.py`` (``--lcb-slow`` adds the classes that wait out a 6 s limit).
+
 Printed: verdict agreement (base+plus pass, EvalPlus's pass@1 unit) overall, per dataset and per
 class; every disagreement with its class, and whether it is one of our named deviations (where
 EvalPlus is demonstrably wrong); cold expected-output time and warm grading throughput of both,
-and their ratio. ``--write-fixture`` stores EvalPlus's verdicts for the conformance test.
+and their ratio; then one line per set with its warm ratio. ``--write-fixture`` stores EvalPlus's
+verdicts for the conformance test.
 
-    python benchmarks/bench_code_peers.py                       # all 542 tasks, canonical + 2 mutants
+    python benchmarks/bench_code_peers.py                       # all 542 tasks, canonical + 2 mutants, and LCB
+    python benchmarks/bench_code_peers.py --sets livecodebench  # one set only
     python benchmarks/bench_code_peers.py --limit 40 --per-task 8 --write-fixture tests/fixtures/evalplus_verdicts.jsonl
 """
 
@@ -36,6 +43,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from code_mutants import PEER_WRONG, PEER_WRONG_TASKS, programs_for, result_kind  # noqa: E402
 
+LCB = "livecodebench"
 DATASETS = {"humanevalplus": ("humaneval", "HUMANEVAL_OVERRIDE_PATH"), "mbppplus": ("mbpp", "MBPP_OVERRIDE_PATH")}
 EVALPLUS_RUNNER = """
 import json, sys, time
@@ -241,34 +249,68 @@ def report(programs: list[dict], ours: dict[str, dict], peer: dict[str, bool], t
     return {"summary": summary, "by_class": {k: dict(v) for k, v in by_class.items()}, "disagreements": disagreements}
 
 
+def livecodebench_phase(workers: int, per_class: int, slow: bool, limit: int | None) -> dict:
+    """LiveCodeBench's runner, then ours, on the programs of ``lcb_programs.py``: agreement
+    outside the named departures and both tools' warm seconds."""
+    from lcb_peer import problems_by_id, run_livecodebench, run_ours
+    from lcb_peer import report as lcb_report
+    from lcb_programs import build
+
+    problems = problems_by_id()
+    rows = [r for r in build(list(problems.values()), per_class) if slow or not r["slow"]]
+    rows = rows[:: max(1, len(rows) // limit)][:limit] if limit else rows
+    print(f"{LCB}: {len(rows)} programs over {len({r['problem_id'] for r in rows})} problems", flush=True)
+    peer, peer_s = run_livecodebench(rows, problems, workers)
+    ours, ours_s = run_ours(rows, problems, workers)
+    print(f"{LCB} warm: LiveCodeBench {peer_s:.1f}s, ours {ours_s:.1f}s", flush=True)
+    agreement = lcb_report(rows, ours, peer)
+    return {"programs": len(rows), **agreement, "peer_s": peer_s, "ours_s": ours_s}
+
+
+def print_ratios(per_set: dict[str, dict]) -> None:
+    """One line per set: its peer, agreement and warm seconds of both, and the ratio."""
+    print("\n| set | peer | programs | agreement | peer s | ours s | ratio |\n|---|---|---|---|---|---|---|")
+    for name, row in per_set.items():
+        ratio = row["peer_s"] / max(row["ours_s"], 1e-9)
+        print(
+            f"| {name} | {row['peer']} | {row['programs']} | {row['agreement']} | {row['peer_s']:.1f} | "
+            f"{row['ours_s']:.1f} | **{ratio:.2f}x** |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", default="humanevalplus,mbppplus")
-    parser.add_argument("--limit", type=int, default=None, help="first N tasks of each dataset")
+    parser.add_argument("--sets", "--datasets", dest="sets", default=f"humanevalplus,mbppplus,{LCB}")
+    parser.add_argument("--limit", type=int, default=None, help="first N tasks of each EvalPlus set")
     parser.add_argument("--per-task", type=int, default=2, help="mutants per task, drawn from the classes that apply")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the full report (JSON) here")
     parser.add_argument("--tasks", default=None, help="only these task ids (comma-separated)")
     parser.add_argument("--skip-classes", default="", help="mutant classes to leave out (comma-separated)")
+    parser.add_argument("--lcb-per-class", type=int, default=8, help="LiveCodeBench programs per mutant class")
+    parser.add_argument("--lcb-limit", type=int, default=None, help="an even sample of N LiveCodeBench programs")
+    parser.add_argument("--lcb-slow", action="store_true", help="add the classes that wait out a 6 s limit")
     parser.add_argument(
         "--write-fixture", default=None, help="store programs and EvalPlus's verdicts (JSONL) for the conformance test"
     )
     parser.add_argument("--append", action="store_true", help="append to the fixture instead of replacing it")
     args = parser.parse_args()
-    datasets = args.datasets.split(",")
+    chosen = args.sets.split(",")
+    datasets = [d for d in chosen if d in DATASETS]
     tasks = set(args.tasks.split(",")) if args.tasks else None
     rows, programs = build_programs(
         datasets, args.limit, args.per_task, args.seed, tasks, set(filter(None, args.skip_classes.split(",")))
     )
     datasets = [d for d in datasets if rows[d]]
-    print(f"{len(programs)} programs over {sum(map(len, rows.values()))} tasks", flush=True)
+    print(f"{len(programs)} EvalPlus programs over {sum(map(len, rows.values()))} tasks", flush=True)
+    per_set: dict[str, dict] = {}
+    peer, ours = {}, {}
+    ep_times = {"cold": 0.0, "warm": 0.0, "ground_truth": 0.0}
+    our_times = {"cold": 0.0, "warm": 0.0}
     with tempfile.TemporaryDirectory(prefix="rlvr-peers-") as tmp:
         work = Path(tmp)
         os.environ["RLVR_CACHE_DIR"] = str(work / "rlvr-cache")
-        peer, ours = {}, {}
-        ep_times = {"cold": 0.0, "warm": 0.0, "ground_truth": 0.0}
-        our_times = {"cold": 0.0, "warm": 0.0}
         # Phase by phase, the two tools one after the other, so a drift in the machine's speed
         # (a shared 2-core machine) falls on both alike.
         for dataset in datasets:
@@ -284,13 +326,32 @@ def main() -> None:
             verdicts, times = run_evalplus(dataset, rows[dataset], programs, work, args.workers, "warm")
             peer.update(verdicts)
             ep_times["warm"] += times["warm"]
-            verdicts, seconds = ours_warm(dataset, programs, args.workers)
-            ours.update(verdicts)
+            mine, seconds = ours_warm(dataset, programs, args.workers)
+            ours.update(mine)
             our_times["warm"] += seconds
             print(f"{dataset} warm: EvalPlus {times['warm']:.1f}s, ours {seconds:.1f}s", flush=True)
-    result = report(programs, ours, peer, {"evalplus": ep_times, "ours": our_times})
+            counted = [p for p in programs if p["dataset"] == dataset and not deviation(p, verdicts[p["id"]])]
+            agree = sum(mine[p["id"]]["pass"] == verdicts[p["id"]] for p in counted)
+            per_set[dataset] = {
+                "peer": "EvalPlus 0.3.1",
+                "programs": sum(p["dataset"] == dataset for p in programs),
+                "agreement": f"{agree}/{len(counted)}",
+                "peer_s": times["warm"],
+                "ours_s": seconds,
+            }
+        if LCB in chosen:
+            lcb = livecodebench_phase(args.workers, args.lcb_per_class, args.lcb_slow, args.lcb_limit)
+            per_set[LCB] = {
+                "peer": "LiveCodeBench (nvidia-livecodebench)",
+                "programs": lcb["programs"],
+                "agreement": f"{lcb['agree']}/{lcb['outside']} outside departures",
+                "peer_s": lcb["peer_s"],
+                "ours_s": lcb["ours_s"],
+            }
+    result = report(programs, ours, peer, {"evalplus": ep_times, "ours": our_times}) if programs else {}
+    print_ratios(per_set)
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2))
+        Path(args.out).write_text(json.dumps({**result, "per_set": per_set}, indent=2))
     if args.write_fixture:
         with open(args.write_fixture, "a" if args.append else "w") as fh:
             for p in programs:

@@ -297,6 +297,8 @@ def _remove_tree(path: str, deadline: float) -> None:
         children = []
     for child in children:
         _remove_tree(child, deadline)
+    # A killed member is usually released within a millisecond: poll soon, then back off.
+    pause = 0.0002
     while True:
         for pid in _members(path):
             try:
@@ -311,7 +313,8 @@ def _remove_tree(path: str, deadline: float) -> None:
         except OSError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.005)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.005)
 
 
 def _members(path: str) -> list[int]:
