@@ -26,7 +26,9 @@ RandOpt as many members as CoRP's forward passes buy at the same support size:
 N = ⌊passes_CoRP / support⌋ − 1 (RandOpt spends one support pass on the base and one per member),
 so RandOpt spends at most CoRP's passes and less than one member fewer. ``--only corp`` /
 ``--only randopt`` runs one of the two (in equal-budget mode CoRP's part must come first), so the
-comparison can be done in parts; the table is written once both reports exist.
+comparison can be done in parts; the table is written once both reports exist. Without ``--only``
+each part runs in a child process of its own (this script with ``--only``), so the second
+part starts with the memory the first one held given back.
 ``--render-only`` writes the table again from the run directories, running nothing.
 
 Writes run directories to results/learn_cpu_es/ and the table to leaderboards/learn_cpu_es/.
@@ -39,6 +41,7 @@ import json
 import math
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from statistics import NormalDist
@@ -297,6 +300,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     order = ("corp", "randopt") if args.equal_budget else ("randopt", "corp")
     reports: dict[str, Any] = {}
     equal_budget = None
+    parts_elsewhere = args.only is None and not args.render_only
+    if parts_elsewhere:
+        # Each part in its own process: a finished part's engine and noise cache are not all given back
+        # inside one process (the second part of a 160-problem comparison was killed at 22 GB resident).
+        raw = list(sys.argv[1:] if argv is None else argv)
+        for algorithm in order:
+            part = subprocess.run([sys.executable, str(Path(__file__).resolve()), *raw, "--only", algorithm])
+            if part.returncode:
+                return part.returncode
     for algorithm in order:
         out = results / algorithm
         overrides: dict[str, Any] = {"population": corp_population}
@@ -315,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     raise UserError(f"CoRP spent {passes} passes: too few for RandOpt members at support {support}")
                 overrides["population"] = population
                 equal_budget = {"corp_passes": passes, "support_size": support, "randopt_population": population}
-        skip = args.only is not None and args.only != algorithm
+        skip = parts_elsewhere or (args.only is not None and args.only != algorithm)
         if not skip and not args.render_only:
             cfg = build_es_config(algorithm, "cpu-demo", {**shared, **overrides, "out": str(out)})
             if args.resume and finished_with(out, cfg):
