@@ -157,13 +157,15 @@ def arith():
     return load_problems("arith_train")[:16], source_instructions(["arith_train"])
 
 
-@pytest.fixture(scope="module")
-def population(arith):
+@pytest.fixture(scope="module", params=["tiny", pytest.param("embedded", marks=pytest.mark.slow)])
+def population(request, arith, model_dir):
+    """The tiny tied model in the default suite (the mechanics: in-place noise, restore, scoring on
+    both paths, in seconds); the embedded model in the slow suite (a minute of real generation)."""
     from harness.models import resolve_model
     from trainers.population import PopulationScorer
 
     problems, instructions = arith
-    path = resolve_model(None)[0]
+    path = model_dir if request.param == "tiny" else resolve_model(None)[0]
     args = (path, "chat", instructions, 12, 16, "float32", 0.0, 1, "float32", "cpu")
     vllm_scorer, hf_scorer = PopulationScorer(*args, "vllm"), PopulationScorer(*args, "hf")
     yield vllm_scorer, hf_scorer
