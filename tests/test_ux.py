@@ -552,6 +552,9 @@ def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # an ignored SIGINT is inherited across exec, and an earlier test in this process may have
+        # ignored it (a user's shell would not): the run must get the terminal's default disposition
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     path = out / "samples.jsonl"
     deadline = time.monotonic() + 300
