@@ -8,7 +8,7 @@ registered commands, and ``rlvr demo`` trains through the same entry point.
 from __future__ import annotations
 
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, cast
@@ -19,13 +19,17 @@ GROUP = "rlvr.commands"
 def plugin_commands() -> list[ModuleType]:
     """Every registered command module (each has ``register(subparsers)``); one that fails to
     import is named on stderr and left out."""
-    modules = []
-    for entry in entry_points(group=GROUP):
-        try:
-            modules.append(entry.load())
-        except ImportError as exc:
-            print(f"rlvr: command {entry.name!r} unavailable ({exc})", file=sys.stderr)
-    return modules
+    loaded = (_load(entry) for entry in entry_points(group=GROUP))
+    return [module for module in loaded if module is not None]
+
+
+def _load(entry: EntryPoint) -> ModuleType | None:
+    """The entry point's module, or None after naming on stderr why it did not import."""
+    try:
+        return entry.load()
+    except ImportError as exc:
+        print(f"rlvr: command {entry.name!r} unavailable ({exc})", file=sys.stderr)
+        return None
 
 
 class Trainer(Protocol):
@@ -40,8 +44,5 @@ def trainer() -> Trainer | None:
     """The module registered as ``rlvr train``, or None where no package registers it (or it
     fails to import: named on stderr, as ``rlvr``'s parser names it)."""
     for entry in entry_points(group=GROUP, name="train"):
-        try:
-            return cast(Trainer, entry.load())
-        except ImportError as exc:
-            print(f"rlvr: command {entry.name!r} unavailable ({exc})", file=sys.stderr)
+        return cast(Trainer | None, _load(entry))
     return None
