@@ -344,6 +344,7 @@ def test_limits_beyond_the_machine_are_refused_up_front():
 
 
 # ---- 5. deadlines do not depend on the program --------------------------------------------------------
+@pytest.mark.slow
 def test_a_program_that_never_reads_its_large_input_times_out_at_its_limit(grader):
     start = time.perf_counter()
     v = verdict(
@@ -352,6 +353,7 @@ def test_a_program_that_never_reads_its_large_input_times_out_at_its_limit(grade
     assert v.reason == "time_limit" and time.perf_counter() - start < 10
 
 
+@pytest.mark.slow
 def test_a_program_that_blocks_before_reading_call_arguments(grader):
     start = time.perf_counter()
     v = verdict(

@@ -163,6 +163,7 @@ def test_an_array_compared_with_a_list_is_not_broadcast_in_the_judge(grader):
     assert time.monotonic() - start < 20
 
 
+@pytest.mark.slow
 def test_fast_answers_then_stalls_end_at_total_s(grader):
     """Each call stays under its own limit, the batch would not: ``total_s`` holds call by call."""
     program = "import time\ndef f(i):\n    if i >= 20:\n        time.sleep(1.8)\n    return i\n"

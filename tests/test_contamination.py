@@ -106,6 +106,7 @@ def test_normalisation_folds_unicode_width():
     assert normalise("ＷＨＡＴ ｉｓ　１＋２？") == normalise("what is 1+2?") == ["what", "is", "1", "+", "2"]
 
 
+@pytest.mark.slow
 def test_train_warns_when_its_data_contains_the_held_out_benchmark(tmp_path, tiny_model):
     copied = [{"question": p.question, "answer": p.gold["answer"]} for p in load_problems("arith")[:3]]
     data = tmp_path / "leaky.jsonl"

@@ -118,6 +118,7 @@ def ddp(tmp_path_factory, tiny_model, digits_source):
     return {"root": root, "settings": settings, "out": root / "ddp", "seconds": seconds, "stdout": result.stdout}
 
 
+@pytest.mark.slow
 def test_ddp_two_ranks_make_the_single_process_updates(ddp, tiny_model):
     single = _single("drgrpo", tiny_model, ddp["root"] / "single", ddp["settings"])
     initial = load_file(str(Path(tiny_model) / "model.safetensors"))
@@ -145,6 +146,7 @@ def test_fsdp_two_ranks_make_the_single_process_updates(tmp_path, tiny_model, di
     shutil.rmtree(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_killed_rank_fails_the_run_cleanly_and_resume_is_exact(ddp, tiny_model):
     out = ddp["root"] / "killed"
     t0 = time.perf_counter()
@@ -164,6 +166,7 @@ def test_a_killed_rank_fails_the_run_cleanly_and_resume_is_exact(ddp, tiny_model
     assert strip(read_log(ddp["out"])) == strip(read_log(out))
 
 
+@pytest.mark.slow
 def test_the_exported_checkpoint_loads_and_one_process_resumes_a_sharded_one(ddp, tiny_model):
     from harness.backends.hf import load_model
 

@@ -57,6 +57,7 @@ def test_ensemble_takes_the_voted_answers_own_verdict(grader):
     assert ensemble(problems, specialists, 1, grader.same_answer).correct.tolist() == [False, False]
 
 
+@pytest.mark.slow
 def test_worker_processes_score_like_this_process(tiny_model):
     from harness.benchmarks.sources import resolve_source, source_instructions
     from trainers.perturb import Component
@@ -126,6 +127,7 @@ def test_randopt_two_perturbations_end_to_end(tmp_path, tiny_model):
     assert events.count("candidate") == 2 and "density" in events
 
 
+@pytest.mark.slow
 def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoint(tmp_path, tiny_model):
     out = tmp_path / "corp"
     grid = [
@@ -242,6 +244,7 @@ def test_corp_presets_gate_both_stages_on_the_holdout_split():
         assert build_es_config("corp", preset, {}).holdout_gate_stages == [1, 2]
 
 
+@pytest.mark.slow
 def test_es_user_errors(tmp_path):
     result = rlvr("train", "corp", "--config", "cpu-demo", "--max-steps", "3", "--out", str(tmp_path / "x"))
     assert result.returncode != 0 and "--population" in result.stderr and "Traceback" not in result.stderr

@@ -89,6 +89,7 @@ def test_run_writes_config_samples_and_summary(run_a):
     assert s["benchmarks"]["humanevalplus"]["maj_at_k"] is None
 
 
+@pytest.mark.slow
 def test_identical_runs_share_fingerprint_and_samples_and_template_changes_it(run_a, tmp_path, tiny_model):
     out_a, _ = run_a
     same = small_run(tiny_model, "qwen_math", str(tmp_path / "b"))
@@ -128,7 +129,7 @@ def test_compare_reports_paired_difference(run_a):
     assert data["protocol_differences"] == {}
 
 
-@pytest.mark.slow  # ~30 s of the embedded model; the default suite resumes through the vllm backend too
+@pytest.mark.slow  # ~30 s of the embedded model; the default suite resumes in the older-verifier test below
 def test_sigkill_then_same_command_resumes_without_loss_or_regeneration(tmp_path):
     out = tmp_path / "killed"
     args = [
@@ -185,6 +186,7 @@ def test_sigkill_then_same_command_resumes_without_loss_or_regeneration(tmp_path
     assert summary(out)["timings"]["samples_generated"] == 0
 
 
+@pytest.mark.slow
 def test_yaml_config_with_flag_override(tmp_path, tiny_model):
     config = tmp_path / "run.yaml"
     config.write_text("benchmarks: [gsm8k]\ntemplate: no_template\nn: 1\nlimit: 1\nmax_tokens: 64\nprogress: false\n")
@@ -204,7 +206,11 @@ def test_yaml_config_with_flag_override(tmp_path, tiny_model):
         (["--benchmarks", "gsm9k"], "did you mean 'gsm8k'"),
         (["--benchmarks", "gsm8k", "--template", "nope"], "unknown template"),
         (["--benchmarks", "gsm8k", "--n", "2", "--pass-k", "4"], "pass@4 needs k between 1 and --n"),
-        (["--benchmarks", "gsm8k", "--backend", "vllm", "--device", "cuda"], "no CUDA GPU is visible"),
+        pytest.param(
+            ["--benchmarks", "gsm8k", "--backend", "vllm", "--device", "cuda"],
+            "no CUDA GPU is visible",
+            marks=pytest.mark.slow,
+        ),
         (["--benchmarks", "gsm8k", "--backend", "openai", "--model", "m"], "--base-url"),
         (["--benchmarks", "gsm8k", "--model", "/nonexistent/dir/x"], "cannot load model"),
         (["--benchmarks", "livecodebench", "--template", "fewshot"], "no worked solutions"),

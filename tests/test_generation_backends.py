@@ -29,6 +29,7 @@ def hf():
     backend.close()
 
 
+@pytest.mark.slow
 def test_sample_depends_only_on_its_seed_not_its_batch(hf):
     prompts = [
         render(BUILTIN["chat"], q, "Answer briefly.") for q in ("What is 3+4?", "Name a prime.", "What is 10/2?")
@@ -172,6 +173,7 @@ def test_openai_backend_reports_client_errors_in_one_line(server):
         dead.generate([GenerationRequest("q", 1)], SamplingParams())
 
 
+@pytest.mark.slow
 def test_eval_through_an_openai_server_matches_the_hf_backend(tmp_path, tiny_model):
     srv = OpenAIServer("--model", tiny_model)
     try:

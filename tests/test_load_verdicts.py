@@ -6,9 +6,9 @@ by graders started under that load; the verdicts must equal the idle machine's a
 with no ``timeout`` on an honest item, and math verdicts must not depend on the worker count.
 Budgets are CPU time of the grading processes (``sandbox.pool.Deadline``), so they hold.
 
-The default run grades the cases the issue reported, the symbolic equivalence class of
-``tests/math_cases.py`` and a sample of the EvalPlus fixture; ``-m slow`` grades every labelled
-math case (both conformance sets, hostile ones included), the whole EvalPlus fixture and the
+Every test here runs in the slow suite (each loads every core for seconds): the cases the issue
+reported, every labelled math case of ``tests/math_cases.py`` (both conformance sets, hostile ones
+included), a sample of the EvalPlus fixture and the whole fixture, and the
 22 code conformance cases. Spinners are killed when each test ends, die with the test process
 and end themselves after ``SPIN_LIFE_S`` in any case.
 """
@@ -32,6 +32,8 @@ from math_cases import ALL_CLASSES, boxed, unpack
 
 from sandbox import CodeGrader, MathGrader
 from sandbox.pool import process_cpu_s
+
+pytestmark = pytest.mark.slow
 
 #: Busy processes per core: with the grader's own processes, every core has three or more
 #: runnable processes, so a grading process gets a third of a core or less.
@@ -135,13 +137,11 @@ def check_math_under_load(items: list[dict[str, Any]], labels: list[bool | None]
             assert same, (workers, item, calm, busy)
 
 
-def test_issue_cases_and_equivalence_class_under_load():
-    cases = ISSUE_CASES + ALL_CLASSES["equivalence"]
-    items, labels = math_items(cases)
+def test_issue_cases_under_load():
+    items, labels = math_items(ISSUE_CASES)
     check_math_under_load(items, labels, hostile=set())
 
 
-@pytest.mark.slow
 def test_every_labelled_math_case_under_load():
     cases = ISSUE_CASES + [case for name, group in ALL_CLASSES.items() if name != "hostile" for case in group]
     cases += [(c["pred"], c["gold"], c["expected"]) for c in MATH_REFERENCE if not c["class"].startswith("hostile/")]
@@ -189,12 +189,10 @@ def test_evalplus_sample_under_load():
     check_evalplus_under_load(rows)
 
 
-@pytest.mark.slow
 def test_evalplus_fixture_under_load():
     check_evalplus_under_load(EVALPLUS)
 
 
-@pytest.mark.slow
 def test_code_conformance_cases_under_load():
     cases = [case for case in CODE_CASES if case["class"] not in NEEDS_HOST_SETUP]
 

@@ -67,6 +67,7 @@ def test_items_holding_python_objects_fall_back_to_in_process():
     assert all(v.correct for v in verdicts)
 
 
+@pytest.mark.slow
 def test_a_shard_killed_mid_batch_loses_no_item():
     items = pairs(4000, "reasoning")
     grader = MathGrader(workers=2, shards=2)

@@ -212,6 +212,7 @@ def test_a_run_with_bfloat16_compute_records_its_dtypes(tmp_path, tiny_model, di
     assert summary["protocol"]["backend"]["dtype"] == "bfloat16"  # evaluated as it samples
 
 
+@pytest.mark.slow
 def test_a_vllm_engine_samples_in_the_compute_dtype_from_the_float32_masters(tmp_path):
     """``backend: vllm`` with bfloat16 compute: the engine runs in bfloat16, the float32 masters are
     cast as they are pushed, and after a sync its log-probs are the autocast learner's (within

@@ -21,6 +21,8 @@ from sandbox.service import GradingService, parse_item  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from math_workloads import pairs  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 CODE_ITEMS = [
     {
         "kind": "code",

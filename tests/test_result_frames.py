@@ -87,6 +87,7 @@ def two_runs(tmp_path_factory, tiny_model):
     return root
 
 
+@pytest.mark.slow
 def test_samples_frame_and_the_leaderboard_parquet(two_runs):
     samples = load_samples(two_runs / "results")
     assert len(samples) == 2 * 6 * 2 and {"id", "correct", "completion", "run", "model", "fingerprint"} <= set(

@@ -214,6 +214,7 @@ def test_hostile_items_are_verdicts_and_the_server_survives(server):
     assert post(server, "/v1/grade", {"items": [MATH_OK, CODE_OK]}).json()["results"][1]["reason"] == "ok"
 
 
+@pytest.mark.slow
 def test_request_deadline_bounds_waiting_not_running(server):
     """A started item keeps its own limits (the deadline would score it on time it was not
     given); only items still waiting for a judge at the deadline are cut, and those are masked."""
@@ -274,6 +275,7 @@ def test_killed_worker_is_replaced_without_failing_items(server):
     assert restarts >= 1
 
 
+@pytest.mark.slow
 def test_metrics_count_what_was_sent():
     s = Server()
     try:
@@ -355,6 +357,7 @@ def test_limit_caps_are_the_servers_choice():
         check_item_caps(item, 0, {**DEFAULT_LIMIT_CAPS, "memory_mb": 2048})
 
 
+@pytest.mark.slow
 def test_graceful_shutdown_drains_in_flight_requests():
     s = Server()
     result = {}

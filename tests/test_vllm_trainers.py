@@ -1,8 +1,8 @@
-"""vLLM in the trainers, on vLLM's CPU build, in the default suite: rollouts whose engine follows the
-learner's weights (log-probs match after a sync and not before, a prefix-cache test that fails
-without the reset, tied LM heads), two Dr. GRPO steps with ``backend: vllm`` and ``tis_cap`` (the
-sampler-learner gap they log is noise), and populations
-perturbed in place, restored exactly and scored as on the hf path."""
+"""vLLM in the trainers, on vLLM's CPU build: rollouts whose engine follows the learner's weights (a
+prefix-cache test that fails without the reset, tied LM heads), two Dr. GRPO steps with
+``backend: vllm`` and ``tis_cap`` (the sampler-learner gap they log is noise), and populations
+perturbed in place and restored exactly, in the default suite; log-probs that match after a sync
+and not before, and populations scored as on the hf path, in the slow suite."""
 
 from __future__ import annotations
 
@@ -68,6 +68,7 @@ def _gap_to_learner(rows, learner) -> float:
     return max(gaps)
 
 
+@pytest.mark.slow
 def test_sampled_logprobs_match_the_learner_after_a_sync_and_not_before(rollout):
     engine, learner, problems = rollout
     assert _gap_to_learner(engine.sample(problems, 2, step=1, logprobs=True), learner) < SYNCED
@@ -159,8 +160,9 @@ def arith():
 
 @pytest.fixture(scope="module", params=["tiny", pytest.param("embedded", marks=pytest.mark.slow)])
 def population(request, arith, model_dir):
-    """The tiny tied model in the default suite (the mechanics: in-place noise, restore, scoring on
-    both paths, in seconds); the embedded model in the slow suite (a minute of real generation)."""
+    """The tiny tied model in the default suite (the mechanics: in-place noise and restore, in
+    seconds; scoring on both paths runs in the slow suite); the embedded model in the slow suite
+    (a minute of real generation)."""
     from harness.models import resolve_model
     from trainers.population import PopulationScorer
 
@@ -176,6 +178,7 @@ def population(request, arith, model_dir):
 SPECS = [[], *[[Component(seed, 0.002)] for seed in (1, 2, 3)]]
 
 
+@pytest.mark.slow
 def test_four_perturbations_score_as_on_the_hf_path(population, arith):
     """Same weights (one Perturber), greedy decoding, fp32: the same texts and verdicts."""
     vllm_scorer, hf_scorer = population
