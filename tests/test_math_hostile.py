@@ -97,6 +97,7 @@ def test_soft_cpu_timer_turns_a_slow_comparison_into_a_timeout_verdict():
             "policy": {"name": "math"},
             "soft_timeout": 0.002,
         }
+        worker._parses = worker.WARM_AFTER_PARSES
         assert worker.handle(request)["reason"] == "timeout"
         # a worker still warming its parser caches tries again on fresh budgets; a warm one not
         worker._parses = 0
@@ -105,6 +106,30 @@ def test_soft_cpu_timer_turns_a_slow_comparison_into_a_timeout_verdict():
         assert "tries" not in worker.handle(request)["detail"]
     finally:
         signal.signal(signal.SIGPROF, previous)
+
+
+def test_work_the_timer_interrupted_leaves_nothing_in_the_caches(monkeypatch):
+    """The timer's exception can be swallowed (a bare ``except:`` in a library, or a ``gc``
+    callback it lands in) and the comparison then finishes: its verdict is not trusted, and what it
+    cached must not answer the cold retry or a later item (a flaky timeout became wrong_answer
+    this way, from a cache the interrupted try had filled)."""
+    from sandbox.math import judge as judge_module
+    from sandbox.math import worker
+    from sandbox.math.symbolic import to_sympy
+
+    def interrupted(answer, gold, policy, symbolic=False):
+        to_sympy("x^2 + 1")
+        judge_module.parse_gold("x^2 + 1")
+        worker._fired = True  # the handler ran; its exception never reached us
+        return judge_module.judge(answer, gold, policy, symbolic=symbolic)
+
+    monkeypatch.setattr(worker, "judge", interrupted)
+    monkeypatch.setattr(worker, "_parses", worker.WARM_AFTER_PARSES)
+    request = {"answer": "x^2+1", "gold": {"answer": "1+x^2"}, "policy": {"name": "math"}}
+    assert worker.handle(request)["reason"] == "timeout"
+    assert to_sympy.cache_info().currsize == 0 and judge_module.parse_gold.cache_info().currsize == 0
+    monkeypatch.setattr(worker, "judge", judge_module.judge)
+    assert worker.handle(request)["reason"] == "ok"
 
 
 def test_megabyte_completions_are_bounded():

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sandbox.math.judge import judge
+from sandbox.math.judge import judge, parse_gold
 from sandbox.math.policy import GoldSpec, MathPolicy
 from sandbox.pool import renew_budget, serve
 
@@ -76,8 +76,8 @@ def _judge_once(request: dict[str, Any], soft: float) -> dict[str, Any]:
     try:
         gold = GoldSpec(**request["gold"])
         result = judge(request["answer"], gold, MathPolicy.from_dict(request["policy"]), symbolic=True)
-        # A library may still have caught the interrupt (a bare ``except:``) and answered from
-        # half a computation; such an answer is not trusted.
+        # A library may still have caught the interrupt (a bare ``except:``, or a ``gc`` callback
+        # it landed in) and answered from half a computation; such an answer is not trusted.
         if _fired:
             return timed_out
         return {"correct": result.correct, "reason": result.reason, "detail": result.detail}
@@ -92,6 +92,22 @@ def _judge_once(request: dict[str, Any], soft: float) -> dict[str, Any]:
     finally:
         if soft > 0:
             signal.setitimer(signal.ITIMER_PROF, 0)
+        if _fired:
+            _forget_interrupted_work()
+
+
+def _forget_interrupted_work() -> None:
+    """Empty the parse caches and sympy's after a comparison the timer interrupted: whatever it
+    stored may come from half a computation, and a retry (or a later item with the same gold)
+    answering from it would get a verdict no full computation gives. Timeouts are rare, and
+    the ANTLR prediction cache that warm-up builds is not among these."""
+    from sympy.core.cache import clear_cache
+
+    from sandbox.math.symbolic import to_sympy
+
+    parse_gold.cache_clear()
+    to_sympy.cache_clear()
+    clear_cache()
 
 
 def main() -> None:
