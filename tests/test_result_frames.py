@@ -1,5 +1,6 @@
 """Results as data: summaries and samples as pandas frames with the documented columns, the
-leaderboard's parquet file, and the README's "Analyse results" example run as written."""
+leaderboard's parquet file, and the README's "Analyse results" example run as written. The
+tests on two fresh evaluations (the example, the exports) run in the slow suite."""
 
 import json
 import re
@@ -100,6 +101,7 @@ def test_samples_frame_and_the_leaderboard_parquet(two_runs):
     assert all(not p.startswith("/") for p in table["run_path"])  # relative to the board, like its links
 
 
+@pytest.mark.slow
 def test_the_readme_example_runs_as_written(two_runs, monkeypatch, capsys):
     text = (ROOT / "README.md").read_text()
     section = text[text.index("### Analyse results") :]
@@ -118,6 +120,7 @@ def test_paths_that_do_not_exist_are_one_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["hf", "parquet", "jsonl"])
+@pytest.mark.slow
 def test_export_loads_offline_with_datasets(two_runs, tmp_path, fmt, monkeypatch):
     import datasets
 
@@ -142,6 +145,7 @@ def test_export_loads_offline_with_datasets(two_runs, tmp_path, fmt, monkeypatch
     assert (out / "summary.json").read_text() == (run / "summary.json").read_text()
 
 
+@pytest.mark.slow
 def test_exported_and_saved_datasets_are_data_sources(two_runs, tmp_path):
     import datasets
 
