@@ -1,0 +1,170 @@
+"""Where the code verifier's time goes, against the floors the speed targets meet (README, "The speed
+goal"): what a fresh sandbox costs before any test runs, what a LiveCodeBench program costs us
+end to end, and how much of the canonical solutions' grading (MBPP+, HumanEval+) is their own computation.
+
+    python benchmarks/code_cost_floor.py                 # blocks, lcb, mbpp (~2 min on 2 cores)
+    python benchmarks/code_cost_floor.py --parts blocks,lcb
+
+Run it on a quiet machine, as root inside ``unshare --mount --propagation private`` (the blocks
+part creates namespaces). CPU is read machine-wide from ``/proc/stat`` for the grading parts (the
+sandboxes are not our children), so anything else running is counted too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def machine_cpu_s() -> float:
+    fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def per_fork(name: str, child, n: int = 200) -> None:
+    """Fork ``n`` children that run ``child`` and exit; CPU per fork, ours and theirs."""
+    cpu0, wall0 = children_cpu_s() + time.process_time(), time.perf_counter()
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+    cpu = children_cpu_s() + time.process_time() - cpu0
+    print(f"  {name:44s} {1e3 * (time.perf_counter() - wall0) / n:6.2f} ms wall {1e3 * cpu / n:6.2f} ms CPU")
+
+
+def blocks() -> None:
+    """The steps every submission's sandbox takes, in a process the size of a judge."""
+    import numpy  # noqa: F401  (a judge-sized address space: fork copies its page tables)
+    import sympy  # noqa: F401
+
+    from sandbox.code.cgroups import Cgroups
+    from sandbox.code.isolation import SANDBOX_NAMESPACES, unshare
+
+    def pid_one() -> None:
+        unshare(SANDBOX_NAMESPACES)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+
+    print("sandbox building blocks (per operation):")
+    per_fork("fork + exit", lambda: None)
+    per_fork("fork + unshare(5 namespaces) + exit", lambda: unshare(SANDBOX_NAMESPACES))
+    per_fork("fork + unshare + fork of PID 1 + exit", pid_one)
+    cgroups, why = Cgroups.detect()
+    if cgroups is None:
+        print(f"  cgroups unavailable: {why}")
+        return
+    n, cpu0, wall0 = 200, time.process_time(), time.perf_counter()
+    for _ in range(n):
+        cgroups.remove(cgroups.create(256 << 20, 64, 64 << 20))
+    print(
+        f"  {'cgroup create + remove':44s} {1e3 * (time.perf_counter() - wall0) / n:6.2f} ms wall "
+        f"{1e3 * (time.process_time() - cpu0) / n:6.2f} ms CPU"
+    )
+
+
+def livecodebench(workers: int) -> None:
+    """Each problem's program correct by construction (a lookup: no work of its own)."""
+    from lcb_peer import problems_by_id
+    from lcb_programs import build
+
+    from harness.grading import EvalGrader
+
+    problems = problems_by_id()
+    rows = [r for r in build(list(problems.values()), 1) if r["class"] == "correct"]
+    tests = sum(len(problems[r["problem_id"]].gold["tests"]) for r in rows)
+    grader = EvalGrader(workers=workers)
+    try:
+        grader.service.code.warm_up()
+        cpu0, wall0 = machine_cpu_s(), time.perf_counter()
+        verdicts = grader.grade([(problems[r["problem_id"]], f"```python\n{r['program']}\n```") for r in rows])
+        wall, cpu = time.perf_counter() - wall0, machine_cpu_s() - cpu0
+    finally:
+        grader.close()
+    print(
+        f"LiveCodeBench, {len(rows)} correct programs, {tests} tests, {workers} judges: {wall:.2f} s wall, "
+        f"{cpu:.2f} s CPU = {1e3 * cpu / len(rows):.1f} ms per program, {1e3 * cpu / tests:.2f} ms per test; "
+        f"{sum(v.correct for v in verdicts)} pass"
+    )
+
+
+def canonical(dataset: str) -> None:
+    """Every canonical solution of ``dataset`` graded alone (one judge), and the same function run
+    in-process on the same inputs with nothing around it."""
+    from bench_code_peers import build_programs, load_rows
+
+    from harness.benchmarks.evalplus import inputs_of, reference_program
+    from harness.benchmarks.registry import load_problems
+    from harness.grading import EvalGrader
+
+    rows = {r["task_id"]: r for r in load_rows(dataset)}
+    _, programs = build_programs([dataset], None, 0, 0)
+    problems = {p.id: p for p in load_problems(dataset)}
+    grader = EvalGrader(workers=1)
+    measured = []
+    try:
+        grader.prepare(list(problems.values()))
+        grader.service.code.warm_up()
+        for program in (p for p in programs if p["class"] == "canonical"):
+            row = rows[program["task_id"]]
+            start = time.perf_counter()
+            grader.grade([(problems[row["task_id"]], f"```python\n{program['program']}\n```")])
+            graded = time.perf_counter() - start
+            namespace: dict = {}
+            exec(compile(reference_program(row), row["task_id"], "exec"), namespace)  # trusted dataset code
+            function, inputs = namespace[row["entry_point"]], inputs_of(row)
+            start = time.perf_counter()
+            for args in inputs:
+                try:
+                    function(*copy.deepcopy(args))
+                except Exception:
+                    pass
+            measured.append((graded, time.perf_counter() - start, len(inputs), row["task_id"]))
+    finally:
+        grader.close()
+    graded, own, calls = (sum(m[i] for m in measured) for i in range(3))
+    print(
+        f"{dataset} canonical, {len(measured)} programs, {calls} calls: graded {graded:.1f} s, their own computation "
+        f"{own:.1f} s, ours {graded - own:.1f} s ({1e3 * (graded - own) / len(measured):.1f} ms per program)"
+    )
+    for g, o, n, task in sorted(measured, reverse=True)[:5]:
+        print(f"  {task:10s} graded {g:6.2f} s, own {o:6.2f} s, {n} calls")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default="blocks,lcb,mbpp", help="blocks, lcb, mbpp, humaneval (comma-separated)")
+    parser.add_argument("--workers", type=int, default=2, help="judges for the LiveCodeBench part")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if "blocks" in parts:
+        blocks()
+    if "lcb" in parts:
+        livecodebench(args.workers)
+    if "mbpp" in parts:
+        canonical("mbppplus")
+    if "humaneval" in parts:
+        canonical("humanevalplus")
+
+
+if __name__ == "__main__":
+    main()
