@@ -1,6 +1,7 @@
 """The layers as the imports draw them: ``sandbox <- harness <- trainers``, no arrow up and no
 import circle, counting the imports written inside functions (a lazy import still ties two
-modules together; it only hides the tie from a reader of the file's head)."""
+modules together; it only hides the tie from a reader of the file's head), and modules short
+enough to read in one sitting."""
 
 from __future__ import annotations
 
@@ -127,3 +128,17 @@ def test_the_checks_catch_a_circle_closed_inside_a_function_and_an_arrow_up(tmp_
     with pytest.raises(AssertionError, match="harness.high -> harness.other -> harness.high"):
         cycle = find_cycle(graph)
         assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+#: A module a newcomer can read in one sitting: split a file before it passes this.
+MAX_MODULE_LINES = 450
+
+
+def test_every_module_of_the_three_layers_stays_under_the_line_limit():
+    long = {
+        str(path.relative_to(ROOT)): n
+        for layer in LAYERS
+        for path in sorted((ROOT / layer).rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"over {MAX_MODULE_LINES} lines: {long}"

@@ -102,3 +102,21 @@ def defines(program: str, name: str) -> bool:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             return True
     return False
+
+
+def with_prelude(prelude: str, program: str, language: str) -> str:
+    """``prelude + program``: the imports and helpers a benchmark's own harness supplies (e.g.
+    LiveCodeBench's ``from typing import *`` block, LeetCode's ``ListNode``). Python
+    ``from __future__`` lines must stay first, so the prelude goes after them."""
+    head = ""
+    if language == "python":
+        lines = program.split("\n")
+        cut = 0
+        for number, line in enumerate(lines):
+            stripped = line.strip()
+            if stripped.startswith("from __future__ import"):
+                cut = number + 1
+            elif stripped and not stripped.startswith("#"):
+                break
+        head, program = "\n".join(lines[:cut]) + ("\n" if cut else ""), "\n".join(lines[cut:])
+    return head + prelude.rstrip("\n") + "\n" + program

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sandbox.code.compare import Comparison
-from sandbox.code.extract import check_python_syntax, defines, extract_program
+from sandbox.code.extract import check_python_syntax, defines, extract_program, with_prelude
 from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
 from sandbox.code.testcases import BadTests, PreparedTests, check_expectations, normalize_tests
@@ -78,24 +78,6 @@ def _verdict(
         total=total,
         first_failure=first_failure,
     )
-
-
-def with_prelude(prelude: str, program: str, language: str) -> str:
-    """``prelude + program``: the imports and helpers a benchmark's own harness supplies (e.g.
-    LiveCodeBench's ``from typing import *`` block, LeetCode's ``ListNode``). Python
-    ``from __future__`` lines must stay first, so the prelude goes after them."""
-    head = ""
-    if language == "python":
-        lines = program.split("\n")
-        cut = 0
-        for number, line in enumerate(lines):
-            stripped = line.strip()
-            if stripped.startswith("from __future__ import"):
-                cut = number + 1
-            elif stripped and not stripped.startswith("#"):
-                break
-        head, program = "\n".join(lines[:cut]) + ("\n" if cut else ""), "\n".join(lines[cut:])
-    return head + prelude.rstrip("\n") + "\n" + program
 
 
 def judge_env() -> dict[str, str]:
