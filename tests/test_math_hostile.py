@@ -83,7 +83,7 @@ def test_a_worker_the_scheduler_keeps_waiting_is_not_timed_out():
         grader.close()
 
 
-def test_soft_cpu_timer_turns_a_slow_comparison_into_a_timeout_verdict():
+def test_soft_cpu_timer_turns_a_slow_comparison_into_a_timeout_verdict(monkeypatch):
     import signal
 
     import sandbox.math.symbolic  # noqa: F401  (as a real worker does: never let the timer fire mid-import)
@@ -97,7 +97,7 @@ def test_soft_cpu_timer_turns_a_slow_comparison_into_a_timeout_verdict():
             "policy": {"name": "math"},
             "soft_timeout": 0.002,
         }
-        worker._parses = worker.WARM_AFTER_PARSES
+        monkeypatch.setattr(worker, "_parses", worker.WARM_AFTER_PARSES)
         assert worker.handle(request)["reason"] == "timeout"
         # a worker still warming its parser caches tries again on fresh budgets; a warm one not
         worker._parses = 0
@@ -130,6 +130,15 @@ def test_work_the_timer_interrupted_leaves_nothing_in_the_caches(monkeypatch):
     assert to_sympy.cache_info().currsize == 0 and judge_module.parse_gold.cache_info().currsize == 0
     monkeypatch.setattr(worker, "judge", judge_module.judge)
     assert worker.handle(request)["reason"] == "ok"
+
+    def stopped(answer, gold, policy, symbolic=False):
+        to_sympy("x^3 + 1")
+        worker._fired = True
+        raise worker.SoftTimeout()  # the interrupt reached us: nothing half-done was stored
+
+    monkeypatch.setattr(worker, "judge", stopped)
+    assert worker.handle(request)["reason"] == "timeout"
+    assert to_sympy.cache_info().currsize > 0
 
 
 def test_megabyte_completions_are_bounded():

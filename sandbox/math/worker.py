@@ -48,8 +48,9 @@ def _on_soft_timeout(signum: int, frame: Any) -> None:
 def handle(request: dict[str, Any]) -> dict[str, Any]:
     """Judge one request. A comparison that runs out of time while this worker's parser caches
     are still cold is judged again on a fresh budget (``renew_budget``), up to ``COLD_RETRIES``
-    times: each try keeps the caches the last one built, so the verdict is a warm worker's and
-    warming up is never charged to the item."""
+    times: each try keeps the caches the last one built (but for a try whose interrupt a library
+    swallowed: ``_forget_interrupted_work``), so the verdict is a warm worker's and warming up is
+    never charged to the item."""
     if request.get("warm"):
         for _ in _WARM_UP:
             pass
@@ -71,6 +72,7 @@ def _judge_once(request: dict[str, Any], soft: float) -> dict[str, Any]:
     timed_out = {"correct": False, "reason": "timeout", "detail": f"comparison stopped after {soft:g}s of CPU time"}
     _fired = False
     _parses += 1
+    stopped_cleanly = False
     if soft > 0:
         signal.setitimer(signal.ITIMER_PROF, soft)
     try:
@@ -82,6 +84,7 @@ def _judge_once(request: dict[str, Any], soft: float) -> dict[str, Any]:
             return timed_out
         return {"correct": result.correct, "reason": result.reason, "detail": result.detail}
     except SoftTimeout:
+        stopped_cleanly = True
         return timed_out
     except MemoryError:
         return {"correct": False, "reason": "grader_error", "detail": "memory limit exceeded"}
@@ -92,15 +95,16 @@ def _judge_once(request: dict[str, Any], soft: float) -> dict[str, Any]:
     finally:
         if soft > 0:
             signal.setitimer(signal.ITIMER_PROF, 0)
-        if _fired:
+        if _fired and not stopped_cleanly:
             _forget_interrupted_work()
 
 
 def _forget_interrupted_work() -> None:
-    """Empty the parse caches and sympy's after a comparison the timer interrupted: whatever it
-    stored may come from half a computation, and a retry (or a later item with the same gold)
-    answering from it would get a verdict no full computation gives. Timeouts are rare, and
-    the ANTLR prediction cache that warm-up builds is not among these."""
+    """Empty the parse caches and sympy's after a comparison whose interrupt a library swallowed
+    (a bare ``except:``, a ``gc`` callback): whatever it stored may come from half a computation,
+    and a retry (or a later item with the same gold) answering from it would get a verdict no
+    full computation gives. An interrupt that reached us left nothing: caches store only what
+    returned. The ANTLR prediction cache that warm-up builds is not among these."""
     from sympy.core.cache import clear_cache
 
     from sandbox.math.symbolic import to_sympy
