@@ -123,8 +123,8 @@ def test_defining_settings_of_each_algorithm():
 
 
 #: Resume across a stage switch (~15 s a run: grpo's KL reference must be the base model again
-#: after a resume) runs in the slow suite for every algorithm; the default suite resumes exactly
-#: from inside a second stage in the srpo plateau test below
+#: after a resume) runs in the slow suite for every algorithm; the default suite's exact resume
+#: (the srpo plateau test below) restarts inside the first stage
 RESUMED = [pytest.param(a, marks=pytest.mark.slow) for a in ("grpo", "drgrpo", "dapo", "srpo")]
 
 
