@@ -162,9 +162,13 @@ class Submission:
     def run_test(self, test: dict[str, Any]) -> tuple[bool, str, str, dict[str, Any]]:
         kind, time_s = test["kind"], test.get("time_s")
         if kind == "stdin":
+            try:
+                stdin = test["input"].encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                return False, "bad_input", "the test's input holds a lone surrogate, which is not text", {}
             outcome, stdout = self.program.op(
                 {"op": "stdin", "time_s": time_s, "budget_s": self.remaining_s(), "graded": self.graded()},
-                test["input"].encode("utf-8", "surrogateescape"),
+                stdin,
                 self.patient_wall(time_s) + MARGIN_S,
             )
             return stdin_verdict(outcome, stdout, test, self.limits, self.comparison, self.request.get("collect"))
