@@ -7,11 +7,16 @@ observed (clock, CPU, memory events, exit status). Sandboxes come from a zygote
 a test. Assert-style tests run in a second sandbox, the tester (``sandbox.code.tester``), whose
 calls the judge relays to the program's sandbox, so the program never holds the test code.
 
+Nothing computed from an expected output enters a sandbox either: a stdin test's rules that need
+it (the room its output has, the whitespace runs that still matter) are applied here, on what the
+supervisor kept under limits of the submission alone (``sandbox.code.outcomes``).
+
 Verdict reasons follow from observations: ``time_limit`` / ``memory_limit`` / ``output_limit``
-from the supervisor's clock and the kernel's counters, ``runtime_error`` from an exit status or
-a raised exception, ``wrong_answer`` from a comparison, including any value the judge cannot
-read or compare. ``sandbox_error`` is reserved for faults the program could not cause: no
-isolation, a sandbox that could not start, a supervisor that stopped answering.
+from the supervisor's clock and the kernel's counters (the output's room counted here),
+``runtime_error`` from an exit status or a raised exception, ``wrong_answer`` from a comparison,
+including any value the judge cannot read or compare. ``sandbox_error`` is reserved for faults
+the program could not cause: no isolation, a sandbox that could not start, a supervisor that
+stopped answering.
 """
 
 from __future__ import annotations
