@@ -12,6 +12,8 @@ afterwards (no process, no zombie).
 
 import ast
 import json
+import struct
+import time
 
 import httpx
 import pytest
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 from server_helpers import Server
 
 from sandbox import CodeGrader
+from sandbox.code.channels import BatchReader
 from sandbox.code.extract import check_python_syntax
 
 
@@ -104,6 +107,7 @@ def search():
 CANARY_LINE = "Kx7Qp-canary a" + " " * 123457 + "b"
 CANARY_OUTPUT = CANARY_LINE + "\n" + "c" * (685312 - len(CANARY_LINE) - 1)
 CANARY_VALUE = "Kx7Qp-canary-Zz9"
+U32 = struct.Struct("!I")
 
 
 @pytest.mark.parametrize("compare", [None, "livecodebench", "python"])
@@ -242,6 +246,25 @@ def test_a_class_the_arguments_are_rebuilt_into_runs_on_the_calls_clock(grader, 
     tests = [{"testtype": "assert", "code": "assert f(Node(21)) == 42"}]
     v = verdict(grader, program, tests, fn_name="f", test_setup=NODE_SETUP, limits={"time_s": 1})
     assert v.reason == "time_limit", (outside, v.reason, v.detail)
+
+
+def test_one_clock_holds_every_phase_of_a_call():
+    """The mechanism under the three routes: from the request to the complete answer, the
+    reader's CPU budget and deadline never move (old code: a fresh allowance while arguments
+    were decoded and again while the result was encoded), and the call is charged all of it."""
+    cpu = {"now": 10.0}
+    batch = BatchReader(lambda: cpu["now"], 1 << 20, [(1.0, 2.0), (1.0, 2.0)], cpu_from=7.5)
+    first = batch.reader
+    assert first.cpu_limit() == 8.5  # the previous batch ended at 7.5: the gap is the call's
+    value = b"x" * 10
+    for step, chunk in enumerate([b"S", b"R", b"V" + U32.pack(len(value)), value, U32.pack(0)]):
+        cpu["now"] += 0.2
+        time.sleep(0.001)  # the batch reads the sandbox's CPU at most every 0.1 ms
+        assert first.cpu_limit() == 8.5 and first.deadline() == first.sent_at + 2.0, step
+        batch.feed(chunk, time.monotonic(), batch.sandbox_cpu)
+    assert batch.outcomes[0].result == value
+    assert batch.outcomes[0].cpu_ms == pytest.approx((11.0 - 7.5) * 1000)
+    assert batch.reader.cpu_limit() == pytest.approx(12.0)  # the next call starts where this one ended
 
 
 # ---- 3. a StopIteration from the program ends no iteration of the test -------------------------
