@@ -44,6 +44,7 @@ from sandbox.server_protocols import (
     HTTPProblem,
     grade_request,
     openrlhf_request,
+    read_body,
     run_code_request,
     sandbox_fusion_response,
 )
@@ -163,10 +164,7 @@ class ServerState:
             body += chunk
             if len(body) > self.config.max_body_bytes:
                 raise HTTPProblem(413, f"body exceeds the {self.config.max_body_bytes}-byte limit")
-        try:
-            return json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise HTTPProblem(400, f"body is not valid JSON: {exc}") from exc
+        return read_body(body)
 
     @contextlib.contextmanager
     def admitted(self, n: int) -> Iterator[None]:
@@ -200,6 +198,9 @@ class ServerState:
             code_part = [self._grade_code(items[i], request, deadline) for i in code_idx]
             math_verdicts, *code_verdicts = await asyncio.gather(math_part, *code_part)
         verdicts: dict[int, Verdict] = {**math_verdicts, **dict(zip(code_idx, code_verdicts))}
+        for i, item in enumerate(items):
+            if item.kind == "bad":  # refused on its own (``unencodable_item``); the rest is graded
+                verdicts[i] = Verdict.bad_input(item.payload["detail"])
         rows = [verdict_row(item.id, self.shown(verdicts[i])) for i, item in enumerate(items)]
         for kind in ("math", "code"):
             self.metrics.observe_items(kind, [r for r, it in zip(rows, items) if it.kind == kind])
@@ -283,6 +284,17 @@ class ServerState:
         return result
 
 
+class JSONAnswer(JSONResponse):
+    """JSON text that always encodes: a lone surrogate that reached an answer anyway is written
+    as its escape (``\\ud800``), never an HTTP 500 for the whole batch."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
 def request_guard(config: ServerConfig, metrics: Metrics):
     """The HTTP middleware: bearer token, body-size limit, request metrics and one JSON access-log line."""
 
@@ -343,13 +355,13 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
 
     @app.exception_handler(HTTPProblem)
     async def problem_handler(request: Request, exc: HTTPProblem):
-        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+        return JSONAnswer({"error": exc.message}, status_code=exc.status, headers=exc.headers)
 
     @app.post("/v1/grade")
     async def v1_grade(request: Request):
         items, deadline = grade_request(await state.read_json(request), config.limit_caps, config.request_timeout)
         rows = await state.grade(items, deadline)
-        return JSONResponse(
+        return JSONAnswer(
             {"results": rows, "verifier": {"math": MATH_VERIFIER, "code": CODE_VERIFIER}},
             headers={"x-rlvr-items": str(len(rows))},
         )
@@ -360,14 +372,14 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
         rows = await state.grade(items, time.monotonic() + config.request_timeout)
         if any(row["detail"] == NOT_RUN for row in rows):  # a reward list cannot mask: ask again
             raise HTTPProblem(503, NOT_RUN, {"Retry-After": str(state.slots.retry_after())})  # type: ignore[union-attr]
-        return JSONResponse(
+        return JSONAnswer(
             openrlhf_response([Verdict.from_dict(r) for r in rows]), headers={"x-rlvr-items": str(len(rows))}
         )
 
     @app.post("/run_code")
     async def run_code(request: Request):
         result = await state.run_program(*run_code_request(await state.read_json(request), config.limit_caps))
-        return JSONResponse(sandbox_fusion_response(result), headers={"x-rlvr-items": "1"})
+        return JSONAnswer(sandbox_fusion_response(result), headers={"x-rlvr-items": "1"})
 
     @app.get("/healthz")
     async def healthz():

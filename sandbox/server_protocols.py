@@ -4,6 +4,8 @@ web framework. A bad request is an ``HTTPProblem`` naming the field."""
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from typing import Any
 
@@ -19,6 +21,86 @@ class HTTPProblem(Exception):
         self.status = status
         self.message = message
         self.headers = headers or {}
+
+
+class _NonFinite:
+    """Where the body held ``NaN``, ``Infinity`` or a number too large for a float."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def read_body(body: bytes | bytearray) -> Any:
+    """A request body as JSON; a non-finite number anywhere (``NaN``, ``Infinity``, ``1e999``,
+    which Python's parser accepts) is refused with 422 naming where it was."""
+    seen: list[str] = []
+
+    def constant(text: str) -> _NonFinite:
+        seen.append(text)
+        return _NonFinite(text)
+
+    def number(text: str) -> Any:
+        value = float(text)
+        return value if math.isfinite(value) else constant(text)
+
+    try:
+        value = json.loads(body, parse_constant=constant, parse_float=number)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HTTPProblem(400, f"body is not valid JSON: {exc}") from exc
+    if seen:
+        path, bad = _find(value, lambda v: isinstance(v, _NonFinite), "body")
+        raise HTTPProblem(422, f"{path}: {bad.text} is not a finite number; send a finite number")
+    return value
+
+
+def _find(value: Any, wanted: Any, path: str) -> tuple[str, Any] | None:
+    """The first place in a JSON value (depth first) whose value, or key, ``wanted`` accepts."""
+    stack = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if wanted(node):
+            return where, node
+        if isinstance(node, dict):
+            for key, item in reversed(list(node.items())):
+                if wanted(key):
+                    return f"{where} (a key)", key
+                stack.append((item, f"{where}.{key}" if where != "body" else str(key)))
+        elif isinstance(node, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in reversed(list(enumerate(node))))
+    return None
+
+
+def _lone_surrogate(value: Any) -> bool:
+    if not isinstance(value, str) or value.isascii():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _escaped(value: Any) -> Any:
+    """A JSON value with every lone surrogate written as its escape text (``\\ud800``)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    return value
+
+
+def unencodable_item(raw: Any, index: int) -> Item | None:
+    """A request item holding text that is not Unicode (a lone surrogate, which JSON's
+    ``\\ud800`` escape can carry) anywhere, its id included, is ``bad_input`` on its own, never
+    the batch's failure; its id comes back with the surrogate written as escape text."""
+    found = _find(raw, _lone_surrogate, f"items[{index}]")
+    if found is None:
+        return None
+    detail = f"{found[0]}: holds a lone surrogate, which is not Unicode text; send the text as UTF-8"
+    raw_id = raw.get("id", index) if isinstance(raw, dict) else index
+    return Item(_escaped(raw_id), "bad", "", {"detail": detail})
 
 
 def check_item_caps(item: Item, index: int, caps: dict[str, float]) -> None:
@@ -48,7 +130,7 @@ def grade_request(body: Any, caps: dict[str, float], max_timeout: float) -> tupl
     if not isinstance(raw, list):
         raise HTTPProblem(422, "items: required list of {id, kind, completion, answer | tests}")
     try:
-        items = [parse_item(r, i) for i, r in enumerate(raw)]
+        items = [unencodable_item(r, i) or parse_item(r, i) for i, r in enumerate(raw)]
         for index, item in enumerate(items):
             check_item_caps(item, index, caps)
     except BadItem as exc:
@@ -71,6 +153,10 @@ def openrlhf_request(body: Any, caps: dict[str, float]) -> list[Item]:
         raise HTTPProblem(422, "labels: required (set OpenRLHF's label key to the gold-answer column)")
     try:
         items = openrlhf_items(queries, body.get("prompts"), labels)
+        items = [
+            unencodable_item({"id": item.id, "completion": item.completion, **item.payload}, index) or item
+            for index, item in enumerate(items)
+        ]
         for index, item in enumerate(items):
             check_item_caps(item, index, caps)
     except (BadItem, ValueError, TypeError, KeyError) as exc:
@@ -91,6 +177,9 @@ def run_code_request(body: Any, caps: dict[str, float]) -> tuple[str, str, str, 
     stdin = body.get("stdin") or ""
     if not isinstance(stdin, str):
         raise HTTPProblem(422, "stdin: must be a string")
+    for name, text in (("code", code), ("stdin", stdin)):
+        if _lone_surrogate(text):
+            raise HTTPProblem(422, f"{name}: holds a lone surrogate, which is not Unicode text; send UTF-8")
     if body.get("files"):
         raise HTTPProblem(422, "files: extra files are not supported by this server (send the program in 'code')")
     limits: dict[str, Any] = {}

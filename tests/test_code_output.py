@@ -9,7 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox.code.compare import stdout_matches
-from sandbox.code.output import Capped, StrippedLines, Tail, longest_run
+from sandbox.code.output import (
+    SANDBOX_RUN,
+    Capped,
+    StrippedLines,
+    Tail,
+    graded_cap,
+    judged_expected,
+    judged_stdout,
+    longest_run,
+    sandbox_cap,
+)
 
 
 def lcb_form(text: str) -> str:
@@ -68,3 +78,34 @@ def test_tail_and_capped():
     assert all(tail.add(b"x" * 1000) for _ in range(100)) and tail.add(b"0123456789") and tail.value() == b"0123456789"
     capped = Capped(5)
     assert capped.add(b"abc") and not capped.add(b"def") and capped.value() == b"abcde"
+
+
+#: Pieces of output, each repeated: enough to pass a small room (64 KiB + 4x the expected
+#: output) and whitespace runs on both sides of an expected output's own longest run.
+BULK = st.tuples(st.sampled_from(["7", "ab", " ", "\t", "  \t ", "\n", "x y", " \n"]), st.integers(1, 30_000))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(BULK, max_size=6), st.lists(PIECES, max_size=12), st.sampled_from([64, 100]), st.integers(0, 99))
+def test_the_judge_side_rules_equal_the_expected_outputs_own_sink(bulk, wanted, output_kb, seed):
+    """Round 3: the sandbox keeps stdout under the submission's limits only (no expected output
+    in its memory); the judge's ``judged_stdout`` then gives what a sink built from the expected
+    output's own run and room kept, and the same over-the-room verdict."""
+    got = "".join(text * times for text, times in bulk).encode()
+    want = "".join(wanted)
+    old = StrippedLines(graded_cap(want, output_kb, 64), longest_run(want.strip()))
+    old_fits = stream(old, got, seed)
+    sandbox = StrippedLines(sandbox_cap(output_kb, 64), SANDBOX_RUN)
+    assert stream(sandbox, got, seed)
+    kept, over = judged_stdout(sandbox.value(), want, output_kb, 64)
+    assert over == (not old_fits)
+    assert kept == old.value()
+
+
+def test_an_expected_run_longer_than_the_sandbox_keeps_still_matches():
+    want = "a" + " " * (SANDBOX_RUN + 5) + "b"
+    sandbox = StrippedLines(sandbox_cap(1024, 64), SANDBOX_RUN)
+    assert sandbox.add(want.encode())
+    kept, over = judged_stdout(sandbox.value(), want, 1024, 64)
+    assert not over and stdout_matches(kept.decode(), judged_expected(want))[0]
+    assert judged_expected("a  b") == "a  b"

@@ -1,11 +1,13 @@
 """The supervisor's side of a child's channels: what to write and how to read what comes back.
 
 Everything a test child sends is untrusted. ``CallReader`` parses the call protocol
-(``sandbox.code.child``) byte by byte and, at every moment, says which deadline and CPU budget
-apply: the program's own while its function runs, the judge's codec allowance while arguments
-are decoded and results encoded, so judging work is never charged to the program and a
-program cannot stretch it. ``BatchReader`` chains readers over one channel for a batch of
-calls; ``FrameReader`` collects one bounded ``sandbox.wire`` frame from the tester child.
+(``sandbox.code.child``) byte by byte and holds each call to one clock: from the moment the
+child may start on the call (the request is there, or the previous answer is complete) until
+its answer is complete, decoding the arguments and encoding the result included. Both run in
+the program's process, where the program's code can run too (a class its arguments are
+rebuilt into, a profile hook, a replaced internal), so no part of a call has an allowance of
+its own. ``BatchReader`` chains readers over one channel for a batch of calls; ``FrameReader``
+collects one bounded ``sandbox.wire`` frame from the tester child.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 STDERR_TAIL = 2000
-#: Allowance for the judge's work that happens inside the child (decoding arguments, encoding
-#: results): CPU time of a fixed part plus a part proportional to the bytes, at a rate several
-#: times below what the codec reaches, so an honest program never runs into it and a cheat
-#: that reports "returned" early gains almost nothing; the wall clock backs it up.
+#: How long the judge waits for the sandbox's answer to a call beyond the call's own limits:
+#: moving the arguments and the result through the supervisor (a fixed part plus a part
+#: proportional to the bytes). A backstop of the judge's patience only: the program's clock
+#: in the sandbox covers the whole call, codec included.
 CODEC_FIXED_S = 1.0
 CODEC_BYTES_PER_S = 4 << 20
 CODEC_WALL_FACTOR = 3.0
@@ -99,13 +101,13 @@ _MARKERS = {
 
 class CallReader:
     """Parses the call child's untrusted channel (``S``, ``R``, then a chunked ``V`` value or an
-    ``E``/``X`` message) and says, at each moment, which deadline and CPU budget apply."""
+    ``E``/``X`` message) and holds the whole call, codec included, to one deadline and one CPU
+    budget (a loading child's module code first gets a budget of its own, as a test would)."""
 
     def __init__(
         self,
         sent_at: float,
         cpu_at: float,
-        args_bytes: int,
         time_s: float,
         wall_s: float,
         cap: int,
@@ -115,9 +117,8 @@ class CallReader:
         self.inbox = inbox or Inbox()
         self.phase = "load" if loading else "decode"
         self.sent_at, self.time_s, self.wall_s, self.cap = sent_at, time_s, wall_s, cap
-        self.started_at = self.returned_at = 0.0
-        self.cpu_sent, self.cpu_started, self.cpu_returned = cpu_at, 0.0, 0.0
-        self.args_bytes = args_bytes
+        self.started_at = self.returned_at = self.done_at = 0.0
+        self.cpu_sent, self.cpu_started, self.cpu_returned, self.cpu_done = cpu_at, 0.0, 0.0, 0.0
         self.kind: bytes = b""
         self.chunks: list[bytes] = []
         self.received = 0
@@ -162,6 +163,7 @@ class CallReader:
                     return False
                 self.kind, self.payload, self.phase = bytes([kind]), bytes(data[pos + 5 : pos + 5 + size]), "done"
                 inbox.pos += 5 + size
+                self.done_at, self.cpu_done = now, cpu()
                 return True
             else:
                 if len(data) - pos < 4:
@@ -170,6 +172,7 @@ class CallReader:
                 if size == 0:
                     self.payload, self.phase = b"".join(self.chunks), "done"
                     inbox.pos += 4
+                    self.done_at, self.cpu_done = now, cpu()
                     return True
                 if self.received + size > self.cap:
                     self.phase = "oversized"
@@ -185,22 +188,14 @@ class CallReader:
         self.phase, self.error = "broken", why
         return True
 
-    def _allowance(self) -> float:
-        size = self.args_bytes if self.phase == "decode" else self.received + self.inbox.left()
-        return CODEC_FIXED_S + size / CODEC_BYTES_PER_S
-
     def deadline(self) -> float:
-        if self.phase in ("call", "load"):
-            return (self.started_at if self.phase == "call" else self.sent_at) + self.wall_s
-        since = self.sent_at if self.phase == "decode" else self.returned_at
-        return since + CODEC_WALL_FACTOR * self._allowance()
+        """One wall clock from the request (or the load) to the complete answer."""
+        return self.sent_at + self.wall_s
 
     def cpu_limit(self) -> float | None:
-        if self.phase == "call":
-            return self.cpu_started + self.time_s
-        if self.phase == "load":
-            return self.cpu_sent + self.time_s
-        return (self.cpu_sent if self.phase == "decode" else self.cpu_returned) + self._allowance()
+        """One CPU budget from the request (or the load) to the complete answer: decoding the
+        arguments and encoding the result run in the program's process, so they are the call's."""
+        return self.cpu_sent + self.time_s
 
 
 class BatchReader:
@@ -213,12 +208,17 @@ class BatchReader:
         self,
         sandbox_cpu: Callable[[], float],
         result_cap: int,
-        calls: list[tuple[int, float, float]],
+        calls: list[tuple[float, float]],
         loading: bool = False,
         budget_s: float | None = None,
+        cpu_from: float | None = None,
     ):
         self.sandbox_cpu, self.result_cap, self.calls = sandbox_cpu, result_cap, calls
         self.loading = loading
+        #: The sandbox's CPU when the previous batch of the same call child ended: the first
+        #: call's clock starts there, so what the program's processes ran between batches
+        #: (a thread, a hook, a process it left running) is charged too.
+        self.cpu_from = cpu_from
         #: The submission's remaining ``total_s``: no call, nor the judge's work between calls,
         #: runs past it, so a batch never outlasts what the judge waits for.
         self.hard_end = time.monotonic() + budget_s if budget_s is not None else float("inf")
@@ -241,10 +241,9 @@ class BatchReader:
         if index >= len(self.calls):
             self.reader = None
             return
-        args_bytes, time_s, wall_s = self.calls[index]
-        self.reader = CallReader(
-            now, self.cpu(), args_bytes, time_s, wall_s, self.result_cap, self.inbox, self.loading and index == 0
-        )
+        time_s, wall_s = self.calls[index]
+        cpu_at = self.cpu_from if index == 0 and self.cpu_from is not None else self.cpu()
+        self.reader = CallReader(now, cpu_at, time_s, wall_s, self.result_cap, self.inbox, self.loading and index == 0)
         self.outcomes.append(Outcome())
 
     def feed(self, chunk: bytes, now: float, cpu: Callable[[], float]) -> bool:
@@ -259,8 +258,8 @@ class BatchReader:
                 self.failed = reader.phase
                 return True
             outcome = self.outcomes[-1]
-            outcome.wall_ms = (reader.returned_at - reader.started_at) * 1000
-            outcome.cpu_ms = (reader.cpu_returned - reader.cpu_started) * 1000
+            outcome.wall_ms = (reader.done_at - reader.sent_at) * 1000
+            outcome.cpu_ms = (reader.cpu_done - reader.cpu_sent) * 1000
             if reader.kind == b"V":
                 outcome.result = reader.payload
             else:

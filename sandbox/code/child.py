@@ -12,8 +12,10 @@ Call channel, child to supervisor: ``L`` once (the program's module code has run
 as the program's time, like a test), then per call ``S`` (arguments decoded, the call starts), ``R`` (the call
 returned or raised), then ``V`` and the encoded value in chunks (4-byte length + bytes each, a
 zero length ends it), ``E`` + length + exception text, or ``X`` + length + why the value could
-not be encoded. Only the time between ``S`` and ``R`` is the program's; decoding arguments and
-encoding results is the judge's work and gets its own allowance, proportional to the bytes.
+not be encoded. The markers only frame the protocol: the call's clock runs from the moment the
+child may take the request to its complete answer, decoding the arguments and encoding the
+result included, since the program's code can run during both (a class its arguments are
+rebuilt into, a profile hook, a replaced function of this module).
 """
 
 from __future__ import annotations
@@ -257,8 +259,8 @@ def python_calls(path: str, entry: str | None, max_result_bytes: int) -> None:
         except BaseException as exc:
             _send(out, b"SR" + _message(b"E", exc))
             continue
-        # From here on the program's code may run (its class's constructor and attribute
-        # look-ups, the function, a replaced sys.stdout's flush): all of it on the call's clock.
+        # The program's code may run anywhere in here (a class the arguments are rebuilt into,
+        # its constructor, a replaced sys.stdout's flush, a hook): all of it on the call's clock.
         _send(out, b"S")
         try:
             value = _resolve(namespace, entry, name, handle, handles, flags)(*args, **kwargs)

@@ -28,8 +28,24 @@ def parse_python(source: str) -> ast.Module:
 
 def check_python_syntax(source: str) -> None:
     """Raise ``SyntaxError`` (or ``ValueError`` / ``RecursionError`` / ``MemoryError``) where
-    the interpreter would refuse to compile the program; nothing is run."""
-    compile(parse_python(source), "solution.py", "exec", dont_inherit=True)
+    the interpreter would refuse to compile the program; nothing is run. The source itself is
+    compiled, as the sandbox does, never a tree from ``ast.parse``: compiling such a tree walks
+    it recursively and refuses programs the interpreter compiles (an ``if``/``elif`` chain of
+    1,000 branches is a tree 1,000 deep). Only the digit cap is lifted, as in ``parse_python``."""
+    try:
+        compile(source, "solution.py", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        if "integer string conversion" not in str(exc.msg):
+            raise
+        compile(_LONG_INT_RE.sub("0", source), "solution.py", "exec", dont_inherit=True)
+
+
+def compiles(source: str) -> bool:
+    try:
+        check_python_syntax(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def fenced_blocks(completion: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
@@ -74,7 +90,9 @@ def extract_program(completion: str, language: Language) -> str | None:
     if language.name == "python":
         try:
             tree = parse_python(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        except RecursionError:  # deeper than a tree of Python objects: the interpreter decides
+            return text if compiles(text) else None
+        except (SyntaxError, ValueError, MemoryError):
             return None
         return (
             text

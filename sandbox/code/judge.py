@@ -7,11 +7,16 @@ observed (clock, CPU, memory events, exit status). Sandboxes come from a zygote
 a test. Assert-style tests run in a second sandbox, the tester (``sandbox.code.tester``), whose
 calls the judge relays to the program's sandbox, so the program never holds the test code.
 
+Nothing computed from an expected output enters a sandbox either: a stdin test's rules that need
+it (the room its output has, the whitespace runs that still matter) are applied here, on what the
+supervisor kept under limits of the submission alone (``sandbox.code.outcomes``).
+
 Verdict reasons follow from observations: ``time_limit`` / ``memory_limit`` / ``output_limit``
-from the supervisor's clock and the kernel's counters, ``runtime_error`` from an exit status or
-a raised exception, ``wrong_answer`` from a comparison, including any value the judge cannot
-read or compare. ``sandbox_error`` is reserved for faults the program could not cause: no
-isolation, a sandbox that could not start, a supervisor that stopped answering.
+from the supervisor's clock and the kernel's counters (the output's room counted here),
+``runtime_error`` from an exit status or a raised exception, ``wrong_answer`` from a comparison,
+including any value the judge cannot read or compare. ``sandbox_error`` is reserved for faults
+the program could not cause: no isolation, a sandbox that could not start, a supervisor that
+stopped answering.
 """
 
 from __future__ import annotations
@@ -26,64 +31,22 @@ from typing import Any
 
 from sandbox.code import box
 from sandbox.code.box import MARGIN_S, Box, SandboxDown
-from sandbox.code.channels import BUSY_PATIENCE, CODEC_BYTES_PER_S, CODEC_FIXED_S, CODEC_WALL_FACTOR, TOTAL_LIMIT_NOTE
+from sandbox.code.channels import BUSY_PATIENCE, CODEC_BYTES_PER_S, CODEC_FIXED_S, CODEC_WALL_FACTOR
 from sandbox.code.child import SHARED
-from sandbox.code.compare import Comparison, ResultJudge, describe_value, stdout_matches
+from sandbox.code.compare import Comparison, ResultJudge, describe_value
 from sandbox.code.isolation import isolation_available
 from sandbox.code.judge_memory import limit_own_memory
 from sandbox.code.known_tests import tests_of
 from sandbox.code.languages import get_language
 from sandbox.code.limits import Limits
-from sandbox.code.output import stdout_form
+from sandbox.code.outcomes import outcome_reason, stdin_verdict, wall_s
 from sandbox.code.tester import proxied_names
 from sandbox.code.zygote import start_zygote
 
-REASONS = {
-    "re": "runtime_error",
-    "raised": "runtime_error",
-    "tle": "time_limit",
-    "mle": "memory_limit",
-    "ole": "output_limit",
-    "bad_value": "wrong_answer",
-    "no_answer": "wrong_answer",
-    "sandbox": "sandbox_error",
-}
 #: Call tests per round trip: batches double from 1 up to this, so a program that fails early
 #: has run almost nothing ahead, and one that passes pays one round trip per many calls.
 MAX_BATCH = 256
 ISOLATION: tuple[bool, str] = (False, "not checked")
-
-
-def _wall(limits: Limits, time_s: float | None) -> float:
-    return (time_s or limits.time_s) * limits.wall_factor + limits.wall_grace_s
-
-
-def outcome_reason(outcome: dict[str, Any], limits: Limits, time_s: float | None) -> tuple[str, str]:
-    """Reason and detail of a test that did not finish normally."""
-    status = outcome["status"]
-    if status == "tle":
-        notes = outcome.get("notes") or []
-        if TOTAL_LIMIT_NOTE in notes:
-            return "time_limit", f"submission exceeded its total of {limits.total_s:g}s"
-        if "cpu time limit" in notes:
-            return "time_limit", f"exceeded {time_s or limits.time_s:g}s of CPU time"
-        if "wall clock limit" in notes:
-            return "time_limit", f"exceeded {_wall(limits, time_s):g}s of wall-clock time (sleeping or waiting)"
-        return "time_limit", f"exceeded {time_s or limits.time_s:g}s CPU or {_wall(limits, time_s):g}s wall clock"
-    if status == "mle":
-        return "memory_limit", f"exceeded {limits.memory_mb} MiB"
-    if status == "ole":
-        return "output_limit", outcome.get("error") or f"printed more than {limits.output_kb} KiB"
-    if status in ("raised", "bad_value", "no_answer"):
-        return REASONS[status], (outcome.get("error") or "")[:200]
-    if status == "sandbox":
-        return "sandbox_error", outcome.get("error") or "sandbox fault"
-    tail = (outcome.get("stderr") or "").strip().splitlines()[-1:] or [
-        f"exit status {outcome.get('exit_code')}"
-        if outcome.get("signal") is None
-        else f"killed by signal {outcome['signal']}"
-    ]
-    return "runtime_error", tail[0][:200]
 
 
 class Submission:
@@ -199,33 +162,31 @@ class Submission:
     def patient_wall(self, time_s: float | None) -> float:
         """The longest a test may take in the sandbox: its wall clock, stretched while the
         machine starves it (``BUSY_PATIENCE``), never past the submission's total."""
-        return min((1 + BUSY_PATIENCE) * _wall(self.limits, time_s), self.remaining_s())
+        return min((1 + BUSY_PATIENCE) * wall_s(self.limits, time_s), self.remaining_s())
 
     def run_test(self, test: dict[str, Any]) -> tuple[bool, str, str, dict[str, Any]]:
         kind, time_s = test["kind"], test.get("time_s")
         if kind == "stdin":
+            try:
+                stdin = test["input"].encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                return False, "bad_input", "the test's input holds a lone surrogate, which is not text", {}
             outcome, stdout = self.program.op(
-                {"op": "stdin", "time_s": time_s, "budget_s": self.remaining_s(), "graded": self.graded(test)},
-                test["input"].encode("utf-8", "surrogateescape"),
+                {"op": "stdin", "time_s": time_s, "budget_s": self.remaining_s(), "graded": self.graded()},
+                stdin,
                 self.patient_wall(time_s) + MARGIN_S,
             )
-            text = stdout.decode("utf-8", "replace")
-            raw = {**outcome, "stdout": text}
-            if outcome["status"] != "ok":
-                return (False, *outcome_reason(outcome, self.limits, time_s), raw)
-            ok, why = stdout_matches(
-                text, test["output"], test.get("atol", self.comparison.atol), test.get("rtol", self.comparison.rtol)
-            )
-            return ok, "ok" if ok else "wrong_answer", why, raw
+            return stdin_verdict(outcome, stdout, test, self.limits, self.comparison, self.request.get("collect"))
         return self.run_assert(test)
 
-    def graded(self, test: dict[str, Any]) -> dict[str, Any] | None:
+    def graded(self) -> dict[str, Any] | None:
         """How a graded stdin test's run is read (None for a run whose output is shown, not
-        compared): ``stdout_form``, and under LiveCodeBench's rule ``SystemExit`` as an exit."""
+        compared): under LiveCodeBench's rule ``SystemExit`` is an exit. Nothing of the expected
+        output goes into the sandbox: the rules that need it are applied here
+        (``judged_stdout``), since a program can read its supervisor's memory."""
         if self.request.get("collect"):
             return None
-        lcb = self.comparison.rule in (None, "livecodebench")
-        return {**stdout_form(test["output"], self.limits.result_mb << 20), "system_exit": lcb}
+        return {"system_exit": self.comparison.rule in (None, "livecodebench")}
 
     def _send_calls(self, start: int) -> None:
         """Send the call tests from ``start`` on (at most the current batch size, calls only)."""
@@ -305,7 +266,7 @@ class Submission:
         for call, arg in zip(calls, args):
             call["size"] = len(arg)
             codec = 2 * CODEC_FIXED_S + (len(arg) + (self.limits.result_mb << 20)) / CODEC_BYTES_PER_S
-            wait += CODEC_WALL_FACTOR * codec + (1 + BUSY_PATIENCE) * _wall(self.limits, call.get("time_s"))
+            wait += CODEC_WALL_FACTOR * codec + (1 + BUSY_PATIENCE) * wall_s(self.limits, call.get("time_s"))
         budget = self.remaining_s()
         self.program.send({"op": "calls", "calls": calls, "budget_s": budget}, b"".join(args))
         return min(wait, budget + CODEC_WALL_FACTOR * CODEC_FIXED_S) + MARGIN_S
@@ -336,7 +297,7 @@ class Submission:
         budget = test.get("time_s") or self.limits.time_s
         used, failure, raised = 0.0, None, False
         spec = {"setup": setup, "code": test["code"], "proxies": proxies, "entry": fn_name}
-        tester_wall = min(2 * _wall(self.limits, budget), self.remaining_s()) + 5
+        tester_wall = min(2 * wall_s(self.limits, budget), self.remaining_s()) + 5
         self.tester.send({"op": "assert", "spec": spec, "wall_s": tester_wall})
         while True:
             header, blob = self.tester.receive(tester_wall + MARGIN_S)

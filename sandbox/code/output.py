@@ -11,6 +11,13 @@ never reads. So each stream keeps only what its judge can use:
   reads it (the whole output stripped, then each line), built as the bytes arrive, so trailing
   spaces, blank lines and leading whitespace cost nothing against the cap; only what the
   comparison looks at does.
+
+Nothing here may depend on the expected output: the supervisor that holds these sinks is the
+process every test child is forked from, and a program can read its own memory (frames, the
+garbage collector, ``/proc/self/mem``). So the sandbox keeps stdout under limits of the
+submission alone (``SANDBOX_RUN``, ``sandbox_cap``), and the judge applies the rules that need
+the expected output outside (``judged_stdout``): the longest whitespace run that still matters
+and the room of four times the expected output.
 """
 
 from __future__ import annotations
@@ -78,8 +85,9 @@ class StrippedLines:
     out.strip().split("\\n"))``, computed on the stream. Only these bytes count against
     ``cap``. Whitespace is held back until a visible byte shows it is inside a line (at a line's
     ends it is dropped; blank lines are a count), and a run of it inside a line longer than
-    ``run`` bytes (the expected output has none that long) is kept as ``run`` + 1 spaces: such
-    a line can only match token by token, where the run's length and bytes do not matter."""
+    ``run`` + 1 bytes is kept as ``run`` + 1 spaces: in the sandbox ``run`` is ``SANDBOX_RUN``,
+    and the judge shortens further for an expected output with no run that long, where such a
+    line can only match token by token and the run's length and bytes do not matter."""
 
     def __init__(self, cap: int, run: int | None = None):
         self.cap = cap
@@ -154,12 +162,55 @@ class StrippedLines:
         return bytes(self.data)
 
 
-def stdout_form(expected: str, most: int) -> dict[str, int]:
-    """How a graded test keeps stdout: room for four times the expected output (a correct
-    answer longer than ``output_kb`` is not cut off; at most ``most`` bytes) and the longest
-    whitespace run that can still matter (``StrippedLines``)."""
-    want = expected.strip()
-    return {"stdout_kb": min(4 * len(want) + (64 << 10), most) >> 10, "run": longest_run(want)}
+#: The longest whitespace run inside a line that the sandbox keeps as it is: a fixed number,
+#: so that nothing in the sandbox says how long the expected output's runs are. The judge
+#: shortens the runs further to what its expected output can use (``judged_stdout``).
+SANDBOX_RUN = 1 << 16
+
+
+def sandbox_cap(output_kb: int, result_mb: int) -> int:
+    """Bytes of a graded test's (stripped) stdout the sandbox keeps: the most any expected
+    output could make room for, so the room of the expected one is checked outside."""
+    return max(output_kb << 10, result_mb << 20)
+
+
+def graded_cap(expected: str, output_kb: int, result_mb: int) -> int:
+    """Room for a graded test's stdout: ``output_kb``, or four times the expected output if
+    that is more (a correct answer longer than ``output_kb`` is not cut off), at most
+    ``result_mb``."""
+    room = min(4 * len(expected.strip()) + (64 << 10), result_mb << 20) >> 10
+    return max(output_kb, room) << 10
+
+
+def shorten_runs(data: bytes, longest: int) -> bytes:
+    """Each whitespace run inside a line longer than ``longest`` + 1 bytes, as ``longest`` + 1
+    spaces (``StrippedLines``'s form for an expected output whose longest run is ``longest``)."""
+    keep = max(1, longest) + 1
+    pattern = b"[" + re.escape(WHITESPACE) + b"]{%d,}" % (keep + 1)
+    return re.sub(pattern, b" " * keep, data)
+
+
+def judged_stdout(kept: bytes, expected: str, output_kb: int, result_mb: int) -> tuple[bytes, bool]:
+    """The judge's side of a graded stdin test: stdout kept by the sandbox (``StrippedLines``
+    at ``SANDBOX_RUN``) in the form the expected output needs, and whether it is over its room.
+    Identical to keeping it with the expected output's own run and room in the first place
+    (whitespace runs shorten the same either way); an expected output with a run longer than
+    ``SANDBOX_RUN`` compares in the sandbox's form instead (``judged_expected``)."""
+    run = longest_run(expected.strip())
+    if run < SANDBOX_RUN:
+        kept = shorten_runs(kept, run)
+    cap = graded_cap(expected, output_kb, result_mb)
+    return kept[:cap], len(kept) > cap
+
+
+def judged_expected(expected: str) -> str:
+    """The expected output as compared: itself, unless it has a whitespace run inside a line
+    longer than the sandbox keeps (``SANDBOX_RUN``); then in the sandbox's form, so a program
+    that prints it exactly still matches."""
+    if longest_run(expected.strip()) <= SANDBOX_RUN:
+        return expected
+    raw = expected.encode("utf-8", "surrogateescape")
+    return shorten_runs(raw, SANDBOX_RUN).decode("utf-8", "surrogateescape")
 
 
 def longest_run(text: str) -> int:

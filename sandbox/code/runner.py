@@ -36,7 +36,7 @@ from sandbox.code.ipc import remove_ipc_objects
 from sandbox.code.isolation import PROGRAM_DIR, SCRATCH_DIR, ResourceLimits, fresh_scratch
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
-from sandbox.code.output import Capped, Sink, StrippedLines, tail
+from sandbox.code.output import SANDBOX_RUN, Capped, Sink, StrippedLines, sandbox_cap, tail
 from sandbox.code.pump import PIPE_BYTES, Child, SetupFailed, pump
 
 READY_WAIT_S = 10.0
@@ -61,6 +61,9 @@ class Supervisor:
         self.prog_dir = PROGRAM_DIR if isolated else os.path.join(workdir, "prog")
         self.scratch = SCRATCH_DIR if isolated else os.path.join(workdir, "tmp")
         self.call_child: Child | None = None
+        #: The sandbox's CPU when the call child's last batch ended (None: something else ran
+        #: since, or there is no call child): where its next call's clock starts.
+        self.calls_cpu: float | None = None
 
     # -- process plumbing ----------------------------------------------------------------------
     def resource_limits(self, step: str, time_s: float | None = None) -> ResourceLimits:
@@ -264,6 +267,7 @@ class Supervisor:
         left of the submission's ``total_s``; the process never runs past it. ``stdout``: what
         is kept of its output (by default the end of it only)."""
         outcome = Outcome()
+        self.calls_cpu = None  # this process's CPU is its own, not the next call's
         cpu_before, oom_before = self._counters()
         child = self.spawn(target, step=step, time_s=time_s)
         if self.cgroup is None:
@@ -323,9 +327,10 @@ class Supervisor:
         graded: dict[str, Any] | None = None,
     ) -> Outcome:
         """One stdin test. ``graded`` (a test whose output is compared, not shown): stdout is
-        kept as the comparison reads it (``StrippedLines``, ``stdout_kb`` of it), and with
-        ``system_exit`` a Python ``SystemExit`` ends the program as a normal exit does, as in
-        LiveCodeBench's runner. Without it, stdout is kept raw up to ``output_kb``."""
+        kept as the comparison reads it (``StrippedLines`` under limits of the submission
+        alone; the judge applies the expected output's own outside), and with ``system_exit``
+        a Python ``SystemExit`` ends the program as a normal exit does, as in LiveCodeBench's
+        runner. Without it, stdout is kept raw up to ``output_kb``."""
         path = os.path.join(self.prog_dir, self.language.source)
         system_exit = bool(graded and graded.get("system_exit"))
         if self.language.warm:
@@ -333,11 +338,11 @@ class Supervisor:
         else:
             argv = [a.format(bin=os.path.join(self.prog_dir, "main")) for a in self.language.run]
             target = lambda: os.execv(argv[0], argv)  # noqa: E731
-        cap = self.limits.output_kb << 10
-        if graded:
-            kept: Sink = StrippedLines(max(cap, int(graded.get("stdout_kb") or 0) << 10), graded.get("run"))
-        else:
-            kept = Capped(cap)
+        kept: Sink = (
+            StrippedLines(sandbox_cap(self.limits.output_kb, self.limits.result_mb), SANDBOX_RUN)
+            if graded is not None
+            else Capped(self.limits.output_kb << 10)
+        )
         limit = time_s or self.limits.time_s
         return self.run_process(target, "test", limit, self.wall_s(time_s), stdin, budget_s=budget_s, stdout=kept)
 
@@ -363,10 +368,12 @@ class Supervisor:
         batch = BatchReader(
             lambda: self.cpu_s(child),
             self.limits.result_mb << 20,
-            [(args_bytes, time_s or self.limits.time_s, self.wall_s(time_s)) for _, args_bytes, time_s in calls],
+            [(time_s or self.limits.time_s, self.wall_s(time_s)) for _, _, time_s in calls],
             fresh,
             budget_s,
+            None if fresh else self.calls_cpu,
         )
+        self.calls_cpu = None
         spare = Outcome()
         done = pump(
             child,
@@ -385,6 +392,7 @@ class Supervisor:
         )
         outcomes = batch.outcomes
         if done and batch.failed is None:
+            self.calls_cpu = batch.cpu()
             return outcomes
         current = outcomes[-1] if outcomes and outcomes[-1].status == "ok" and outcomes[-1].result is None else None
         if current is None:

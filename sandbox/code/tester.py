@@ -12,7 +12,8 @@ back as remote handles: methods can be called on them, but they equal nothing.
 
 What crosses is faithful to running in one process for what such tests do: positional and
 keyword arguments (user classes defined by the test's setup code travel by their attributes),
-return values, exceptions by type and message (a test can expect ``ValueError``), and in-place
+return values, exceptions by type and message (a test can expect ``ValueError``; a
+``StopIteration`` becomes a ``RuntimeError``, as PEP 479 has it for generators), and in-place
 changes to list, dict, set and bytearray arguments (written back after the call). Not carried:
 identity of returned objects, mutation of nested objects inside other objects, and module-level
 values of the program that are not callables.
@@ -103,10 +104,19 @@ def _write_back(before: Any, new: Any) -> None:
         before.update(new)
 
 
+#: Exceptions that end an iteration, not a call: one of them escaping the program's function
+#: would silently end a ``map``, ``filter`` or generator in the test (``all(map(lambda x: f(x)
+#: == ..., xs))`` passes for an ``f`` that only raises it). As PEP 479 does for generators,
+#: such an exception crossing the call becomes a ``RuntimeError``.
+ITERATION_ENDS = ("StopIteration", "StopAsyncIteration")
+
+
 def _exception(text: str) -> BaseException:
     """Rebuild the program's exception as a built-in type of the same name, so ``except
-    ValueError`` in a test behaves as it would in one process."""
+    ValueError`` in a test behaves as it would in one process (``ITERATION_ENDS`` excepted)."""
     name, _, message = text.partition(": ")
+    if name in ITERATION_ENDS:
+        return RuntimeError(f"the program raised {name} (PEP 479: an iteration's end cannot escape a call)")
     cls = getattr(builtins, name, None)
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
