@@ -95,7 +95,9 @@ class RewardClient:
                 if retry_after:
                     delay = max(delay, float(retry_after))
             if attempt < self.retries:
-                log.warning("%s%s: %s; retry %d of %d in %.1f s", self.url, path, last, attempt + 1, self.retries, delay)
+                log.warning(
+                    "%s%s: %s; retry %d of %d in %.1f s", self.url, path, last, attempt + 1, self.retries, delay
+                )
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)
         raise RewardServerError(f"{self.url}{path}: gave up after {self.retries + 1} attempts ({last})")

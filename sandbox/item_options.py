@@ -97,7 +97,8 @@ def check_code_options(payload: Mapping[str, Any]) -> None:
         try:
             Comparison.from_any(payload.get("compare"), oracle)
         except (ValueError, TypeError) as exc:
-            raise BadOption("oracle" if "oracle" in str(exc) and "compare" not in payload else "compare", str(exc)) from None
+            field = "oracle" if "oracle" in str(exc) and "compare" not in payload else "compare"
+            raise BadOption(field, str(exc)) from None
     if "limits" in payload:
         limits = payload["limits"]
         if not isinstance(limits, (Mapping, Limits)):

@@ -111,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
         serve(config, lambda: print(f"rlvr serve: listening on http://{args.host}:{args.port} ({auth})", flush=True))
     except OSError as exc:
         raise UserError(
-            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc} (choose another --port, or stop what holds it)"
+            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc} "
+            "(choose another --port, or stop what holds it)"
         ) from exc
     return 0
 
