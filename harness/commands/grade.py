@@ -175,7 +175,9 @@ def _local_grader(args: argparse.Namespace, kind: str):
         return grader, grade_math
     from sandbox.code.verify import CodeGrader
 
-    code = CodeGrader(workers=args.workers, limits={"time_s": args.timeout} if args.timeout else None, unsafe=args.unsafe)
+    code = CodeGrader(
+        workers=args.workers, limits={"time_s": args.timeout} if args.timeout else None, unsafe=args.unsafe
+    )
 
     def grade_code(rows: list[dict[str, Any]]):
         return code.verify_batch(rows, partial=args.partial) if args.partial else code.verify_batch(rows)
@@ -257,7 +259,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         window = max(4, len(grader.actors))
         summary = grade_stream(
-            read_rows(source), grader.grade_chunk, check, write, verifier, extra_fields, progress=progress, window=window
+            read_rows(source),
+            grader.grade_chunk,
+            check,
+            write,
+            verifier,
+            extra_fields,
+            progress=progress,
+            window=window,
         )
     finally:
         if progress is not None:
@@ -279,9 +288,8 @@ def run(args: argparse.Namespace) -> int:
     bad = summary.reasons.get("bad_input", 0)
     if bad == summary.count:
         hint = kind_hint(args.kind, first_row[0] if first_row else None)
-        raise UserError(
-            f"every row is bad_input{f' for --kind {args.kind}' if args.kind else ''} (see the detail field of {args.output}); {hint}"
-        )
+        which = f" for --kind {args.kind}" if args.kind else ""
+        raise UserError(f"every row is bad_input{which} (see the detail field of {args.output}); {hint}")
     if bad:
         print(
             f"warning: {bad} of {summary.count} rows are bad_input (unreadable, not counted in accuracy; their "
