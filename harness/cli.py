@@ -169,7 +169,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"rlvr {args.command}: error: {describe_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        print(f"rlvr {args.command}: interrupted; results written so far are kept", file=sys.stderr)
+        kept = getattr(exc, "rlvr_kept", None)
+        print(f"rlvr {args.command}: interrupted" + (f"; {kept}" if kept else ""), file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
 
 
