@@ -373,18 +373,22 @@ def test_every_parser_takes_exact_flag_names_only():
 
 
 @pytest.mark.parametrize(
-    "argv, needle, usage",
+    "argv, needle, prog",
     [
-        (["eval", "--benchmark", "arith"], "did you mean --benchmarks?", "usage: rlvr eval"),
-        (["eval", "--benchmarks", "arith", "--temprature", "0.5"], "did you mean --temperature?", "usage: rlvr eval"),
-        (["ablate", "templates", "--limt", "3"], "did you mean --limit?", "usage: rlvr ablate templates"),
-        (["train", "drgrpo", "--max-step", "3"], "did you mean --max-steps?", "usage: rlvr train"),
-        (["grade", "--kind", "math", "--inpt", "x"], "did you mean --input?", "usage: rlvr grade"),
+        (["eval", "--benchmark", "arith"], "did you mean --benchmarks?", "rlvr eval"),
+        (["eval", "--benchmarks", "arith", "--temprature", "0.5"], "did you mean --temperature?", "rlvr eval"),
+        (["ablate", "templates", "--limt", "3"], "did you mean --limit?", "rlvr ablate templates"),
+        (["train", "drgrpo", "--max-step", "3"], "did you mean --max-steps?", "rlvr train"),
+        (["grade", "--kind", "math", "--inpt", "x"], "did you mean --input?", "rlvr grade"),
+        (["evl"], "unknown command 'evl'; did you mean eval?", "rlvr"),
+        (["eval", "--n", "two"], "invalid int value: 'two'", "rlvr eval"),
     ],
 )
-def test_unknown_flags_get_the_subcommands_usage_and_a_suggestion(capsys, argv, needle, usage):
+def test_unknown_flags_get_one_line_from_the_subcommand_with_a_suggestion(capsys, argv, needle, prog):
+    """The suggestion is the whole answer: one line, not under the usage block."""
     code, _, err = cli(capsys, *argv)
-    assert code == 2 and needle in err and err.startswith(usage), err
+    assert code == 2 and err.startswith(f"{prog}: error: ") and needle in err, err
+    assert len(err.strip().splitlines()) == 1 and "--help" in err and "usage:" not in err
 
 
 def test_warnings_where_they_are_due():
