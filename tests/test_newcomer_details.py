@@ -80,3 +80,16 @@ def test_an_ablation_is_one_table_with_the_varied_setting_as_a_column(tmp_path):
     ablation = text.split("## Ablation `")[1].split("## ")[0]
     assert "rows differ in template" in ablation and "| # | Model | template | arith | Avg |" in ablation
     assert ablation.index("| r1 |") < ablation.index("| chat |")  # ranked inside the one table
+
+
+def test_a_data_files_bad_row_is_counted_from_one_and_shows_its_fields(tmp_path):
+    import pytest
+
+    from harness.benchmarks.custom import load_custom
+    from harness.errors import UserError
+
+    data = tmp_path / "mine.jsonl"
+    data.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n" + json.dumps({"question": "2+2?", "sol": 4}))
+    with pytest.raises(UserError) as err:
+        load_custom(str(data))
+    assert "row 2 has no answer (its fields are question, sol); map it with --fields answer=COLUMN" in str(err.value)
