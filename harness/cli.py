@@ -74,7 +74,12 @@ class Parser(argparse.ArgumentParser):
             unknown = [x for x in getattr(self, "_seen", []) if x.startswith("--") and x.split("=", 1)[0] not in known]
             if unknown:
                 message = unknown_flag_message(self, unknown)
-        super().error(message)
+        if message.startswith("argument <command>: invalid choice"):
+            message = unknown_command_message(self, message)
+        elif "--help" not in message:
+            message += f" (`{self.prog} --help` explains every flag)"
+        # one line, never under the usage block: the suggestion is what a reader needs first
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
     def parse_args(self, args=None, namespace=None):  # type: ignore[override]
         parsed, extras = self.parse_known_args(args, namespace)
@@ -92,6 +97,17 @@ class Parser(argparse.ArgumentParser):
             if action is None or chosen not in action.choices:
                 return parser
             parser = action.choices[chosen]
+
+
+def unknown_command_message(parser: argparse.ArgumentParser, message: str) -> str:
+    """``unknown command 'evl'; did you mean eval?``: argparse's invalid choice, with a guess."""
+    import difflib
+
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    given = message.split("invalid choice: ", 1)[1].split(" (choose from", 1)[0].strip("'\"")
+    guess = difflib.get_close_matches(given, list(action.choices), n=1, cutoff=0.5)
+    hint = f"; did you mean {guess[0]}?" if guess else ""
+    return f"unknown command {given!r}{hint} (`{parser.prog} --help` lists the commands)"
 
 
 def unknown_flag_message(parser: argparse.ArgumentParser, extras: list[str]) -> str:
@@ -169,7 +185,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"rlvr {args.command}: error: {describe_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        print(f"rlvr {args.command}: interrupted; results written so far are kept", file=sys.stderr)
+        kept = getattr(exc, "rlvr_kept", None)
+        print(f"rlvr {args.command}: interrupted" + (f"; {kept}" if kept else ""), file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
 
 

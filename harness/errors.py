@@ -8,6 +8,13 @@ class UserError(Exception):
     """
 
 
+def note_kept(exc: BaseException, kept: str) -> None:
+    """Record on an interrupt what the run kept on disk ("12 samples kept in DIR ...", "nothing
+    finished; nothing kept"); ``rlvr`` prints it as the one interrupt line, so the message is
+    written where the facts are known, never guessed at the top."""
+    exc.rlvr_kept = kept  # type: ignore[attr-defined]
+
+
 def describe_os_error(exc: OSError) -> str:
     """An ``OSError`` as one line that names the path and what to check."""
     import errno

@@ -20,7 +20,7 @@ from harness.backends.registry import backend_spec, make_backend
 from harness.benchmarks.problems import BenchmarkSpec, Problem, data_revision
 from harness.benchmarks.registry import load_problems
 from harness.benchmarks.sources import resolve_source
-from harness.errors import UserError
+from harness.errors import UserError, note_kept
 from harness.eval_config import EvalConfig
 from harness.fingerprint import fingerprints, hardware, protocol_fields, versions
 from harness.grading import EvalGrader
@@ -146,11 +146,13 @@ def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
         summary = _evaluate(cfg, runs, template, model, run_dir, engine, started)
     except BaseException as exc:
         kept = made.clean_up(exc)
-        if kept and isinstance(exc, KeyboardInterrupt):
-            print(
-                f"\ninterrupted: {kept} samples kept in {run_dir} (partial.json marks it); run the same command to "
-                "resume",
-                file=sys.stderr,
+        if isinstance(exc, KeyboardInterrupt):
+            note_kept(
+                exc,
+                f"{kept} samples kept in {run_dir} (partial.json marks it); run the same command to resume"
+                if kept
+                else "nothing finished; nothing kept"
+                + (f" ({run_dir} removed)" if made.new_dir and not run_dir.exists() else ""),
             )
         raise
     (run_dir / PARTIAL).unlink(missing_ok=True)
@@ -219,6 +221,8 @@ def _evaluate(
     stored = read_samples(run_dir, repair=True)
     done = {(r["id"], r["sample_idx"]) for r in stored}
     todo = [(run, p, j) for run in runs for p in run.problems for j in range(cfg.n) if (p.id, j) not in done]
+    if done:
+        print(f"resuming {run_dir}: {len(done)} finished samples reused, {len(todo)} to generate", file=sys.stderr)
     grader = EvalGrader(cfg.workers, cfg.math_timeout, cfg.code_limits, test_details=cfg.test_details)
     try:
         refresh_stale_verdicts(run_dir, stored, {p.id: p for run in runs for p in run.problems}, grader)

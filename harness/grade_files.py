@@ -20,6 +20,8 @@ from sandbox.service import BadItem, parse_item
 from sandbox.verdict import Verdict
 
 OUTPUT_FIELDS = ("id", "correct", "reward", "reason", "extracted", "elapsed_ms")
+#: written for every row a code verifier graded
+CODE_FIELDS = ("passed", "total", "first_failure")
 CHUNK_ROWS = 256
 #: chunks graded concurrently by ``grade_stream``
 WINDOW_CHUNKS = 4
@@ -38,14 +40,23 @@ class GradeSummary:
         self.reasons[verdict.reason] += 1
 
     @property
+    def bad_rows(self) -> int:
+        return self.reasons.get("bad_input", 0)
+
+    @property
+    def gradable(self) -> int:
+        """Rows that reached a verifier: a row that could not be read is not a wrong answer."""
+        return self.count - self.bad_rows
+
+    @property
     def accuracy(self) -> float:
-        return self.correct / self.count if self.count else 0.0
+        return self.correct / self.gradable if self.gradable else 0.0
 
     def line(self) -> str:
         rate = self.count / self.seconds if self.seconds > 0 else float("inf")
         others = ", ".join(f"{k} {v}" for k, v in sorted(self.reasons.items()) if k not in ("ok", "wrong_answer"))
         return (
-            f"graded {self.count} rows: accuracy {self.accuracy:.4f} ({self.correct}/{self.count}), "
+            f"graded {self.count} rows: accuracy {self.accuracy:.4f} ({self.correct}/{self.gradable}), "
             f"timeouts {self.reasons.get('timeout', 0)}, wrong {self.reasons.get('wrong_answer', 0)}"
             + (f", {others}" if others else "")
             + f"; {self.seconds:.2f}s, {rate:.1f} rows/s"
@@ -55,6 +66,8 @@ class GradeSummary:
         return {
             "count": self.count,
             "correct": self.correct,
+            "gradable": self.gradable,
+            "bad_rows": self.bad_rows,
             "accuracy": self.accuracy,
             "timeouts": self.reasons.get("timeout", 0),
             "reasons": dict(self.reasons),
@@ -79,17 +92,36 @@ def read_rows(stream: TextIO) -> Iterator[tuple[int, dict[str, Any] | None, str]
         yield number, row, ""
 
 
+def row_kind(row: dict[str, Any], default: str | None) -> str:
+    """The verifier a row goes to: its own ``kind`` first (as ``rlvr serve`` reads items), then
+    ``--kind``, then its fields (``tests`` is code, anything else math)."""
+    kind = row.get("kind")
+    if isinstance(kind, str) and kind:
+        return kind
+    return default or ("code" if "tests" in row else "math")
+
+
 def row_problem(row: dict[str, Any], kind: str) -> str:
     """Why ``row`` cannot be graded as a ``kind`` item ("" when it can), by the rules the reward
-    server reads items with (``sandbox.service.parse_item``), worded for a file's rows."""
+    server reads items with (``sandbox.service.parse_item``), worded for a file's rows, with a
+    hint where the row's fields fit the other kind."""
     try:
         parse_item({**row, "kind": kind})
     except BadItem as exc:
         value = row.get(exc.field) if exc.field is not None else None
         if value is None:
-            return f"missing field {exc.field!r}"
+            fields = ", ".join(repr(k) for k in sorted(row)) or "none"
+            return f"missing field {exc.field!r} (the row has {fields}){_other_kind_hint(row, kind)}"
         shown = json.dumps(value, ensure_ascii=False, default=str)
         return f"field {exc.field!r}: {exc.need} (got {shown if len(shown) <= 40 else shown[:39] + '…'})"
+    return ""
+
+
+def _other_kind_hint(row: dict[str, Any], kind: str) -> str:
+    if kind == "math" and "tests" in row and "answer" not in row:
+        return '; it looks like a code row: set its "kind" to "code" or use --kind code'
+    if kind == "code" and "answer" in row and "tests" not in row:
+        return '; it looks like a math row: set its "kind" to "math" or use --kind math'
     return ""
 
 
@@ -98,7 +130,8 @@ def output_row(
 ) -> dict[str, Any]:
     """One output row: the verdict fields, then the input's own fields passed through."""
     out: dict[str, Any] = {"id": (row or {}).get("id", f"line-{number}")}
-    for key in OUTPUT_FIELDS[1:] + extra_fields:
+    code_fields = CODE_FIELDS if verdict.passed is not None else ()
+    for key in OUTPUT_FIELDS[1:] + tuple(dict.fromkeys(extra_fields + code_fields)):
         out[key] = getattr(verdict, key)
     out["detail"] = verdict.detail
     out["verifier"] = verdict.verifier

@@ -235,8 +235,13 @@ def format_sample(s: dict[str, Any], full: bool = False, color: bool = False) ->
         _indent(prompt),
         "completion:",
         _indent(completion),
-        f"extracted: {s.get('extracted')!s}    gold: {s.get('gold') if s.get('gold') is not None else '?'}",
     ]
+    extracted = _text(s.get("extracted")) if s.get("extracted") is not None else "None"
+    gold = s.get("gold") if s.get("gold") is not None else "?"
+    if "\n" in extracted.strip():  # a program: its own block, so the gold never runs into its last line
+        lines += ["extracted:", _indent(extracted.rstrip("\n")), f"gold: {gold}"]
+    else:
+        lines.append(f"extracted: {extracted.strip()}    gold: {gold}")
     if s.get("detail") and s.get("detail") != s.get("reason"):
         lines.append(f"detail: {_text(s.get('detail'))}")
     return "\n".join(lines)

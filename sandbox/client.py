@@ -4,10 +4,16 @@ Retries are for transport failures and ``429``/``503`` only (honouring ``Retry-A
 for items the server answered as never run (``sandbox.verdict.NOT_RUN``: no judge was free
 before the request deadline); those alone are sent again. A verdict of a program that ran is
 never retried into a different verdict.
+
+Each retry is logged (logger ``rlvr.client``, level WARNING) with its cause and wait. A refused
+connection before the server ever answered this client is not retried: nothing listens at that
+address (a wrong URL, or the server not started), and waiting out the backoff only hides it.
+Once the server has answered, a refused connection is a restart and is retried.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +24,7 @@ from sandbox.verdict import NOT_RUN, Verdict
 #: How long past its deadline a request may take: an item that started keeps its own limits
 #: (the server's default cap on ``total_s`` is 900 s, plus 5 s of grace), with room to spare.
 RUNNING_GRACE_S = 960.0
+log = logging.getLogger("rlvr.client")
 
 
 class RewardServerError(RuntimeError):
@@ -57,6 +64,7 @@ class RewardClient:
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self._answered = False
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         import httpx
@@ -68,21 +76,31 @@ class RewardClient:
                 response = httpx.post(
                     self.url + path, json=body, headers=self.headers, timeout=self.timeout + self.running_grace
                 )
+            except httpx.ConnectError as exc:
+                if not self._answered:
+                    raise RewardServerError(
+                        f"{self.url}{path}: connection refused ({exc}); is `rlvr serve` running at {self.url}?"
+                    ) from None
+                last = f"{type(exc).__name__}: {exc}"
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
+                self._answered = True
                 if response.status_code == 200:
                     return response.json()
                 if response.status_code not in (429, 502, 503, 504):
-                    raise RewardServerError(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
+                    raise RewardServerError(f"{self.url}{path}: HTTP {response.status_code}: {response.text[:300]}")
                 last = f"HTTP {response.status_code}"
                 retry_after = response.headers.get("Retry-After")
                 if retry_after:
                     delay = max(delay, float(retry_after))
             if attempt < self.retries:
+                log.warning(
+                    "%s%s: %s; retry %d of %d in %.1f s", self.url, path, last, attempt + 1, self.retries, delay
+                )
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)
-        raise RewardServerError(f"{path}: gave up after {self.retries + 1} attempts ({last})")
+        raise RewardServerError(f"{self.url}{path}: gave up after {self.retries + 1} attempts ({last})")
 
     def grade(self, items: Sequence[dict[str, Any]], timeout: float | None = None) -> list[dict[str, Any]]:
         """Grade raw items (the ``/v1/grade`` item shape); returns the result rows in order.

@@ -28,6 +28,7 @@ import hmac
 import itertools
 import json
 import logging
+import socket
 import sys
 import threading
 import time
@@ -397,16 +398,39 @@ def create_app(config: ServerConfig, service: GradingService | None = None):
     return app
 
 
-def serve(config: ServerConfig) -> None:
-    """Run the server until SIGINT/SIGTERM; in-flight requests are drained before exit."""
+def bind_socket(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is announced (``OSError`` when the address is
+    taken or not ours), with uvicorn's own options: address reuse and a 2,048-connection backlog."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(config: ServerConfig, on_listening: Callable[[], None] | None = None) -> None:
+    """Run the server until SIGINT/SIGTERM; in-flight requests are drained before exit.
+    The address is bound first: ``OSError`` (port in use) comes before ``on_listening`` is called."""
     import uvicorn
 
+    sock = bind_socket(config.host, config.port)
     app = create_app(config)
-    uvicorn.run(
-        app,
-        host=config.host,
-        port=config.port,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=int(config.request_timeout) + 5,
+    if on_listening is not None:
+        on_listening()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=int(config.request_timeout) + 5,
+        )
     )
+    server.run(sockets=[sock])

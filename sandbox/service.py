@@ -28,6 +28,7 @@ from typing import Any
 from sandbox.code.limits import Limits
 from sandbox.code.testcases import PreparedTests
 from sandbox.code.verify import CodeGrader
+from sandbox.item_options import BadOption, check_code_options, check_math_options
 from sandbox.math.verify import MathGrader
 from sandbox.verdict import NOT_RUN, OVERRUN, Verdict, redact
 from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
@@ -127,7 +128,11 @@ def parse_item(raw: Any, index: int = 0) -> Item:
             payload[key] = options[key]
     unknown = set(options) - set(allowed)
     if unknown:
-        raise bad("options", f"unknown option(s) {sorted(unknown)} for {kind} items")
+        raise bad("options", f"unknown option(s) {sorted(unknown)} for {kind} items; allowed: {', '.join(allowed)}")
+    try:
+        (check_math_options if kind == "math" else check_code_options)(payload)
+    except BadOption as exc:
+        raise bad(f"options.{exc.field}" if exc.field.split(".")[0] in options else exc.field, exc.need) from None
     return Item(raw.get("id", index), kind, completion, payload)
 
 

@@ -50,7 +50,38 @@ def test_grade_math_file(tmp_path):
     assert "missing field 'answer'" in got[5]["detail"]
     assert got[0]["verifier"].startswith("rlvr-math@")
     summary = proc.stdout.strip().splitlines()[-1]
-    assert summary.startswith("graded 8 rows: accuracy 0.2500 (2/8), timeouts 0") and "rows/s" in summary
+    # accuracy is over the rows a verifier saw: the three unreadable rows are counted apart
+    assert summary.startswith("graded 8 rows: accuracy 0.4000 (2/5), timeouts 0") and "rows/s" in summary
+    assert "bad_input 3" in summary and "3 of 8 rows are bad_input" in proc.stderr
+
+
+def test_grade_mixed_file_grades_each_row_by_its_own_kind(tmp_path):
+    program = "```python\nprint(int(input()) * 2)\n```"
+    rows = [
+        {"id": "m", "kind": "math", "completion": r"\boxed{4}", "answer": "4"},
+        {"id": "c", "kind": "code", "completion": program, "tests": [{"input": "3\n", "output": "6\n"}]},
+        {"id": "c-inferred", "completion": program, "tests": [{"input": "1\n", "output": "3\n"}]},
+        {"id": "nothing", "completion": "x"},
+    ]
+    src = tmp_path / "mixed.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, summary = tmp_path / "v.jsonl", tmp_path / "s.json"
+    proc = run("grade", "--input", str(src), "--output", str(out), "--summary-json", str(summary), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    got = {g["id"]: g for g in map(json.loads, out.read_text().splitlines())}
+    assert got["m"]["reason"] == "ok" and got["m"]["verifier"].startswith("rlvr-math@") and "passed" not in got["m"]
+    assert got["c"]["reason"] == "ok" and got["c"]["verifier"].startswith("rlvr-code@") and got["c"]["passed"] == 1
+    assert got["c-inferred"]["kind"] == "code" and got["c-inferred"]["reason"] == "wrong_answer"
+    assert got["nothing"]["reason"] == "bad_input"
+    assert "missing field 'answer' (the row has 'completion', 'id')" in got["nothing"]["detail"]
+    s = json.loads(summary.read_text())
+    assert (s["count"], s["gradable"], s["bad_rows"], s["correct"]) == (4, 3, 1, 2)
+    assert "rlvr-math@" in s["verifier"] and "rlvr-code@" in s["verifier"]
+    # --kind names the kind of rows without their own: a code row then gets the hint to say so
+    proc = run("grade", "--kind", "math", "--input", str(src), "--output", str(out), "--no-progress")
+    got = {g["id"]: g for g in map(json.loads, out.read_text().splitlines())}
+    assert got["c"]["reason"] == "ok"  # its own kind wins over --kind
+    assert got["c-inferred"]["reason"] == "bad_input" and "use --kind code" in got["c-inferred"]["detail"]
 
 
 def test_grade_stdin_to_stdout():

@@ -15,6 +15,10 @@ def test_demo_runs_every_part_and_resumes(tmp_path):
     assert first.stdout.count("what it shows:") == 5
     assert (tmp_path / "demo" / "leaderboard" / "index.html").exists()
     assert (tmp_path / "demo" / "ablate-templates-arith" / "table.md").exists()
+    # part 2's arith run is the ablation's chat cell (evaluated once), and the ablation is one table
+    assert "resuming" in first.stderr and "smollm2-135m-instruct-chat: 5 finished samples reused" in first.stderr
+    board = (tmp_path / "demo" / "leaderboard" / "README.md").read_text()
+    assert board.count("## Ablation `") == 1 and "| template |" in board
     second = rlvr(*args, timeout=300)
     assert second.returncode == 0 and "step 1/1" not in second.stdout  # trained once, evaluated once
     assert (

@@ -86,13 +86,14 @@ def test_eval_flags_are_the_fields():
             lambda **kw: build_config("drgrpo", "cpu-demo", kw),
             {"max_steps": 7, "save_every": 2, "out": "elsewhere"},
             {"lr": 1e-5},
-            "--resume with other settings than {run_dir} was trained with: lr",
+            "--resume with other settings than {run_dir} (lr: 2e-05 -> 1e-05); keep its config.yaml or use a new --out",
         ),
         (
             lambda **kw: build_es_config("corp", "cpu-demo", kw),
             {"workers": 2, "noise_cache_gb": 3.0},
             {"population": 9},
-            "{run_dir} was run with other settings (population); resume with its config.yaml or use a new --out",
+            "{run_dir} was run with other settings (population: 8 -> 9); resume with its config.yaml or use a new "
+            "--out",
         ),
         (
             lambda **kw: EvalConfig(benchmarks="arith", **kw),

@@ -258,16 +258,44 @@ def test_each_sample_is_written_as_soon_as_it_is_graded(tmp_path, tiny_model):
 
 
 def test_ctrl_c_keeps_every_finished_sample_and_marks_the_run_partial(tmp_path, tiny_model, capsys):
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as caught:
         fake_eval(tmp_path, tiny_model, FakeEngine(stop_after=2, error=KeyboardInterrupt()))
     run = tmp_path / "run"
     assert len((run / "samples.jsonl").read_text().splitlines()) == 2
     partial = json.loads((run / "partial.json").read_text())
     assert partial["samples"] == 2 and partial["reason"] == "interrupted"
-    assert "2 samples kept" in capsys.readouterr().err
+    assert caught.value.rlvr_kept.startswith(f"2 samples kept in {run}")
+    capsys.readouterr()
     summary = fake_eval(tmp_path, tiny_model, FakeEngine())  # the same command resumes and finishes
     assert summary["timings"]["samples_resumed"] == 2 and summary["timings"]["samples_generated"] == 2
+    assert f"resuming {run}: 2 finished samples reused, 2 to generate" in capsys.readouterr().err
     assert not (run / "partial.json").exists()
+
+
+def test_ctrl_c_before_the_first_sample_says_nothing_was_kept(tmp_path, tiny_model):
+    with pytest.raises(KeyboardInterrupt) as caught:
+        fake_eval(tmp_path, tiny_model, FakeEngine(stop_after=0, error=KeyboardInterrupt()))
+    run = tmp_path / "run"
+    assert not run.exists()
+    assert caught.value.rlvr_kept == f"nothing finished; nothing kept ({run} removed)"
+
+
+@pytest.mark.parametrize("kept", [None, "nothing finished; nothing kept"])
+def test_the_interrupt_line_says_only_what_the_command_knows_it_kept(capsys, kept):
+    import argparse
+
+    from harness.cli import _run
+    from harness.errors import note_kept
+
+    def interrupted(args):
+        exc = KeyboardInterrupt()
+        if kept:
+            note_kept(exc, kept)
+        raise exc
+
+    assert _run(argparse.Namespace(command="eval", func=interrupted)) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == ("rlvr eval: interrupted" + (f"; {kept}" if kept else ""))  # never a claim nobody checked
 
 
 def test_a_run_that_fails_before_its_first_sample_leaves_nothing(tmp_path, tiny_model):
@@ -345,18 +373,22 @@ def test_every_parser_takes_exact_flag_names_only():
 
 
 @pytest.mark.parametrize(
-    "argv, needle, usage",
+    "argv, needle, prog",
     [
-        (["eval", "--benchmark", "arith"], "did you mean --benchmarks?", "usage: rlvr eval"),
-        (["eval", "--benchmarks", "arith", "--temprature", "0.5"], "did you mean --temperature?", "usage: rlvr eval"),
-        (["ablate", "templates", "--limt", "3"], "did you mean --limit?", "usage: rlvr ablate templates"),
-        (["train", "drgrpo", "--max-step", "3"], "did you mean --max-steps?", "usage: rlvr train"),
-        (["grade", "--kind", "math", "--inpt", "x"], "did you mean --input?", "usage: rlvr grade"),
+        (["eval", "--benchmark", "arith"], "did you mean --benchmarks?", "rlvr eval"),
+        (["eval", "--benchmarks", "arith", "--temprature", "0.5"], "did you mean --temperature?", "rlvr eval"),
+        (["ablate", "templates", "--limt", "3"], "did you mean --limit?", "rlvr ablate templates"),
+        (["train", "drgrpo", "--max-step", "3"], "did you mean --max-steps?", "rlvr train"),
+        (["grade", "--kind", "math", "--inpt", "x"], "did you mean --input?", "rlvr grade"),
+        (["evl"], "unknown command 'evl'; did you mean eval?", "rlvr"),
+        (["eval", "--n", "two"], "invalid int value: 'two'", "rlvr eval"),
     ],
 )
-def test_unknown_flags_get_the_subcommands_usage_and_a_suggestion(capsys, argv, needle, usage):
+def test_unknown_flags_get_one_line_from_the_subcommand_with_a_suggestion(capsys, argv, needle, prog):
+    """The suggestion is the whole answer: one line, not under the usage block."""
     code, _, err = cli(capsys, *argv)
-    assert code == 2 and needle in err and err.startswith(usage), err
+    assert code == 2 and err.startswith(f"{prog}: error: ") and needle in err, err
+    assert len(err.strip().splitlines()) == 1 and "--help" in err and "usage:" not in err
 
 
 def test_warnings_where_they_are_due():
@@ -569,5 +601,5 @@ def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path):
     assert proc.returncode == 130, err
     kept = path.read_text().count("\n")
     assert kept >= 2 and json.loads((out / "partial.json").read_text())["samples"] == kept
-    assert f"interrupted: {kept} samples kept in {out}" in err and "run the same command to resume" in err
+    assert f"rlvr eval: interrupted; {kept} samples kept in {out}" in err and "run the same command to resume" in err
     assert "Traceback" not in err

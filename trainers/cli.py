@@ -194,5 +194,12 @@ def train(algorithm: str, cfg: Any, resume: bool, progress: bool) -> Path | None
         out = importlib.import_module(f"trainers.{algorithm}").train(cfg, resume=resume, progress=progress)
         main = distributed.is_main()
     if main:
-        print(f"done -> {out}")
+        if algorithm in GRADIENT_FREE:
+            print(f"done -> {out}")
+        else:
+            from trainers.checkpoint import latest_checkpoint
+            from trainers.live_progress import closing_summary
+            from trainers.telemetry import read_log
+
+            print(closing_summary(read_log(out), out, latest_checkpoint(out), list(cfg.eval_benchmarks or [])))
     return out if main else None

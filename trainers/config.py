@@ -39,7 +39,7 @@ class TrainConfig:
     (every key: ``trainers.curriculum.STAGE_KEYS``; a plateau may read a fixed probe).
     ``protocol`` settings are the objective: every key of an algorithm's ``DEFINING`` is one."""
 
-    RESUME_REFUSAL = "--resume with other settings than {run_dir} was trained with: {names}"
+    RESUME_REFUSAL = "--resume with other settings than {run_dir} ({changes}); keep its config.yaml or use a new --out"
 
     algorithm: str = setting("drgrpo", help="the algorithm (rlvr train ALGO sets it)", role=P, group=DATA)
     model: str | None = setting(

@@ -47,7 +47,7 @@ class ESConfig:
     ``holdout_size: 0``) is the authors' release: Stage 1 applied unconditionally, Stage 2
     gated only on data it was partly chosen on."""
 
-    RESUME_REFUSAL = "{run_dir} was run with other settings ({names}); resume with its config.yaml or use a new --out"
+    RESUME_REFUSAL = "{run_dir} was run with other settings ({changes}); resume with its config.yaml or use a new --out"
 
     algorithm: str = setting("corp", help="randopt or corp (rlvr train ALGO sets it)", role=P, group=DATA)
     model: str | None = setting(

@@ -20,7 +20,7 @@ import torch
 from harness.backends.registry import separate_engine
 from harness.benchmarks.problems import with_math_policy
 from harness.benchmarks.sources import resolve_source, source_instructions
-from harness.errors import UserError
+from harness.errors import UserError, note_kept
 from harness.grading import EvalGrader
 from harness.run_config import check_resume, save_config
 from harness.templates import load_template
@@ -30,10 +30,11 @@ from trainers.advantages import compute_advantages, shape_rewards, zero_variance
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
 from trainers.config import TrainConfig, changed_original_reward, overridden_defining
 from trainers.curriculum import Curriculum, Stage, probe_set
+from trainers.live_progress import RunProgress
 from trainers.precision import Precision, compute_dtype_name, master_dtype_name
 from trainers.rollout import HFRollout, RolloutWorker
 from trainers.selection import make_selection, stage_seed
-from trainers.telemetry import TrainLog, rollout_metrics
+from trainers.telemetry import LOG_FILE, TrainLog, rollout_metrics
 from trainers.update import UPDATE_METRICS, batch_logprobs, pack, policy_update
 
 
@@ -196,7 +197,9 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
         if main
         else distributed.NullLog()
     )
+    voice = RunProgress(start + 1, cfg.max_steps, enabled=progress and main)
     try:
+        voice.start()
         for step in range(start + 1, cfg.max_steps + 1):
             reason = curriculum.should_switch()
             if reason:
@@ -238,8 +241,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
                 if main:  # (under torchrun rank 0 alone evaluates)
                     metrics.update(_evaluate(cfg, out, step, saved, model, sampler, device))
             log.write(step, metrics)
-            if progress and main:
-                print(_progress_line(step, cfg.max_steps, metrics), flush=True)
+            voice.step_done(step, _progress_line(step, cfg.max_steps, metrics))
             budget_spent = cfg.max_generations is not None and generations_total >= cfg.max_generations
             due = (cfg.save_every and step % cfg.save_every == 0) or step == cfg.max_steps or budget_spent
             if due and saved is None:  # an evaluated step is already saved
@@ -248,7 +250,17 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
                 if main:
                     print(f"rollout budget of {cfg.max_generations} generations spent at step {step}")
                 break
+    except KeyboardInterrupt as exc:
+        last = latest_checkpoint(out) if main else None
+        note_kept(
+            exc,
+            f"last checkpoint {last}; continue with the same command and --resume"
+            if last
+            else f"no checkpoint was saved yet (steps logged in {out / LOG_FILE})",
+        )
+        raise
     finally:
+        voice.close()
         log.close()
         grader.close()
     return out

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.registry import separate_engine
+from trainers.paper_data import data_origin
 from trainers.precision import BYTES, compute_dtype_name, master_dtype_name
 
 GPU_GB = 80.0
@@ -167,7 +168,10 @@ def _data(cfg: Any) -> list[dict[str, Any]]:
         else:
             switch = "to the end"
         paths = [(s, local_path(s)) for s in stage.sources]
-        sources = [{"source": s, "found": None if path is None else path.exists()} for s, path in paths]
+        sources = [
+            {"source": s, "found": None if path is None else path.exists(), "origin": data_origin(s)}
+            for s, path in paths
+        ]
         out.append({"name": stage.name, "sources": sources, "switch": switch})
     return out
 
@@ -315,7 +319,9 @@ def format_plan(plan: dict[str, Any]) -> str:
     add("model", f"{plan['model']['name']} (backend {plan['model']['backend']}, template {plan['template']})")
     for stage in plan["data"]:
         names = ", ".join(
-            s["source"] + ("" if s["found"] is not False else " (not found here)") for s in stage["sources"]
+            s["source"]
+            + ("" if s["found"] is not False else f" (not found here{'; ' + s['origin'] if s['origin'] else ''})")
+            for s in stage["sources"]
         )
         add(f"stage {stage['name']}", f"{names}; {stage['switch']}")
     add(

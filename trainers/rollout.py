@@ -21,6 +21,7 @@ from harness.backends.hf_sampling import sample_batch
 from harness.benchmarks.problems import Problem
 from sandbox.grader import Grader
 from sandbox.verdict import Verdict
+from trainers.live_progress import report_rollout
 
 
 class PromptCache:
@@ -89,7 +90,8 @@ class HFRollout:
         seeds = [sample_seed(self.seed, f"step{step}:{p.id}", j) for p, j in requests]
         was_training = self.model.training
         self.model.eval()
-        rows = []
+        rows: list = []
+        report_rollout(0, len(requests), 0)
         try:
             for start in range(0, len(requests), self.batch_size):
                 chunk = slice(start, start + self.batch_size)
@@ -105,6 +107,7 @@ class HFRollout:
                     self.template.stop,
                     lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
                 )
+                report_rollout(len(rows), len(requests), sum(len(r.token_ids) for r in rows))
         finally:
             self.model.train(was_training)
         out = []

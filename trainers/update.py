@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from trainers.live_progress import report_learn
 from trainers.losses import (
     MISMATCH_METRICS,
     completion_logprobs,
@@ -131,6 +132,8 @@ def policy_update(
     totals = {"tokens": 0.0, "clip_low": 0.0, "clip_high": 0.0, "kl": 0.0, "entropy": 0.0, "loss": 0.0}
     grad_norms = []
     model.train()
+    micro_total = cfg.mu * sum(len(range(mb.start, mb.stop, cfg.micro_batch_size)) for mb in minibatches)
+    micro_done = 0
     for _ in range(cfg.mu):
         for mb, scale in zip(minibatches, scales):
             # once per minibatch, never per micro-batch (the module docstring says why)
@@ -161,6 +164,8 @@ def policy_update(
                     totals["kl"] += float((kl * mask).sum())
                     totals["entropy"] += float((entropy * mask).sum())
                     totals["loss"] += float(loss)
+                micro_done += 1
+                report_learn(micro_done, micro_total)
             precision.unscale(optimizer)
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
             grad_norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))  # FSDP: DTensor

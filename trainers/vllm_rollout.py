@@ -26,6 +26,7 @@ from harness.backends.base import sample_seed
 from harness.backends.vllm_engine import VLLMBackend, engine_max_len, push_weights, start_engine, token_budget
 from harness.benchmarks.problems import Problem
 from harness.errors import UserError
+from trainers.live_progress import report_rollout
 from trainers.precision import compute_dtype_name
 from trainers.rollout import PromptCache
 
@@ -89,7 +90,9 @@ class VLLMRollout:
             for j in range(group_size)
         ]
         requests = [{"prompt_token_ids": self.prompt(p)} for p in problems for _ in range(group_size)]
+        report_rollout(0, len(requests), 0)
         outputs = self.llm.generate(requests, params, use_tqdm=False)
+        report_rollout(len(requests), len(requests), sum(len(o.outputs[0].token_ids) for o in outputs))
         out = []
         for index, problem in enumerate(problems):
             mine = [o.outputs[0] for o in outputs[index * group_size : (index + 1) * group_size]]

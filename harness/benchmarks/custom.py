@@ -125,7 +125,7 @@ def training_rows(
         raise UserError(f"training file {source} holds no rows")
     bad = next((i for i, row in enumerate(raw) if not isinstance(row, dict)), None)
     if bad is not None:
-        raise UserError(f"training file {source}: row {bad} is not an object")
+        raise UserError(f"training file {source}: row {bad + 1} is not an object")
     rows = [{"question": _pick(row, "question", fields), "answer": _pick(row, "answer", fields)} for row in raw]
     if not any(isinstance(r["question"], str) and r["question"].strip() for r in rows):
         names = sorted({k for row in raw[:100] for k in row})
@@ -174,16 +174,20 @@ def load_custom(
     bench = name or (source[3:].replace("/", "_") if source.startswith("hf:") else Path(source).name.split(".")[0])
     problems = []
     for index, row in enumerate(rows):
+        # rows are counted from 1, as lines are (row N of a JSONL file is its Nth non-blank line)
         if not isinstance(row, dict):
-            raise UserError(f"{source}: row {index} is not an object")
+            raise UserError(f"{source}: row {index + 1} is not an object")
+        has = f"its fields are {', '.join(sorted(map(str, row))) or 'none'}"
         question = _pick(row, "question", fields)
         if not isinstance(question, str) or not question.strip():
-            raise UserError(f"{source}: row {index} has no question text; map it with --fields question=COLUMN")
+            raise UserError(
+                f"{source}: row {index + 1} has no question text ({has}); map it with --fields question=COLUMN"
+            )
         tests = _pick(row, "tests", fields)
         row_kind = kind or ("code" if tests is not None else "math")
         if row_kind == "code":
             if tests is None:
-                raise UserError(f"{source}: row {index} has no tests; map them with --fields tests=COLUMN")
+                raise UserError(f"{source}: row {index + 1} has no tests ({has}); map them with --fields tests=COLUMN")
             gold: dict[str, Any] = {"tests": json.loads(tests) if isinstance(tests, str) else tests}
             for key in ("fn_name", "starter_code"):
                 value = _pick(row, key, fields)
@@ -192,7 +196,7 @@ def load_custom(
         else:
             answer = _pick(row, "answer", fields)
             if answer is None:
-                raise UserError(f"{source}: row {index} has no answer; map it with --fields answer=COLUMN")
+                raise UserError(f"{source}: row {index + 1} has no answer ({has}); map it with --fields answer=COLUMN")
             gold = {"answer": str(answer), "policy": policy or "math"}
         rid = _pick(row, "id", fields)
         problems.append(

@@ -172,7 +172,11 @@ def all_benchmarks() -> dict[str, BenchmarkSpec]:
 
 
 def get_benchmark(name: str) -> BenchmarkSpec:
+    """The benchmark registered as ``name``, matched without regard to case or ``-``/``_``
+    (``MATH500``, ``minerva-math``); results always carry the registered name."""
     specs = all_benchmarks()
+    folded = {key.lower().replace("-", "_"): key for key in specs}
+    name = folded.get(name.lower().replace("-", "_"), name)
     if name not in specs:
         import difflib
 

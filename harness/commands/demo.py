@@ -24,6 +24,8 @@ from pathlib import Path
 #: (n = 4 at temperature 0.7, as benchmarks/learn_cpu.py), before and after on the same problems.
 PROTOCOL = {"template": "chat", "max_tokens": 24}
 SAMPLED = {"n": 4, "temperature": 0.7}
+#: Part 3's folder; part 2's greedy chat run on arith is its chat cell
+ABLATION = "ablate-templates-arith"
 #: Part 4's Dr. GRPO settings over the ``cpu-demo`` preset (a short run that keeps only its end)
 TRAINING = {
     "lr": 5e-5,
@@ -116,7 +118,8 @@ def embedded_tasks(results: Path, limit: int) -> None:
     from harness.evaluate import print_summary
 
     print("\n== 2. the embedded model (SmolLM2-135M-Instruct, CPU) on tasks it can do, greedy, chat template ==")
-    arith = results / "smollm2-135m-instruct-chat-arith"
+    # the chat cell of part 3's template ablation: evaluated once, shown here, reused (resumed) there
+    arith = results / ABLATION / "smollm2-135m-instruct-chat"
     print_summary(_eval(None, "arith", limit, arith), arith)
     pyfunc = results / "smollm2-135m-instruct-chat-pyfunc"
     print_summary(_eval(None, "pyfunc", max(1, limit // 2), pyfunc, max_tokens=96), pyfunc)
@@ -134,7 +137,7 @@ def template_ablation(results: Path, limit: int) -> None:
     base = EvalConfig(
         benchmarks="arith", limit=limit, max_tokens=PROTOCOL["max_tokens"], temperature=0.0, progress=False
     )
-    report = ablate_templates(base, [None], ["chat", "no_template", "fewshot"], results, name="ablate-templates-arith")
+    report = ablate_templates(base, [None], ["chat", "no_template", "fewshot"], results, name=ABLATION)
     print("\n" + report["markdown"])
     print(
         "what it shows: the same weights score very differently by template; an RL gain is only meaningful against "

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from harness.commands.options import add_ray_option
 from harness.errors import UserError
-from harness.grade_files import count_lines, grade_stream, read_rows, row_problem
+from harness.grade_files import CODE_FIELDS, count_lines, grade_stream, read_rows, row_kind, row_problem
 
 EPILOG = """\
 input rows (JSON Lines):
@@ -19,18 +20,22 @@ input rows (JSON Lines):
   code: {"id": ..., "completion": "```python ...```", "tests": [{"input", "output",
         "testtype": "stdin"|"functional"}], "fn_name"?, "starter_code"?}
         optional per row: "language" (python, cpp, c), "limits" {...}, "oracle", "partial"
+  mixed files: a row's own "kind" ("math" | "code") picks its verifier; else --kind; else its
+  fields ("tests" -> code, otherwise math)
 output rows, one per input row, in input order:
   {"id", "correct", "reward", "reason", "extracted", "elapsed_ms", "detail", "verifier", ...}
   code rows add "passed", "total", "first_failure".
   math reasons: ok, wrong_answer, no_answer, unparseable, timeout, grader_error
   code reasons: ok, wrong_answer, time_limit, memory_limit, output_limit, runtime_error,
                 compile_error, no_code, sandbox_error
-  bad_input marks a row that could not be read; extra input fields pass through.
+  bad_input marks a row that could not be read (not counted in accuracy); extra input fields
+  pass through, and "kind" says which verifier graded the row.
 
 examples:
   rlvr grade --kind math --input completions.jsonl --output verdicts.jsonl
   rlvr grade --kind math --input c.jsonl --output - --workers 4 --timeout 2 --policy minerva
   rlvr grade --kind code --input programs.jsonl --output verdicts.jsonl --timeout 6
+  rlvr grade --input mixed.jsonl --output verdicts.jsonl         # each row by its own "kind"
   rlvr grade --kind math --input c.jsonl --output v.jsonl --ray            # RAY_ADDRESS or local
   rlvr grade --kind math --input c.jsonl --output v.jsonl --ray head:6379 --actors 64
 """
@@ -44,7 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--kind", choices=["math", "code"], required=True, help="which verifier to use")
+    p.add_argument(
+        "--kind",
+        choices=["math", "code"],
+        default=None,
+        help="verifier for rows without their own 'kind' field (default: a row with 'tests' is code, else math); "
+        "a row's own 'kind' always wins, so one file may mix both",
+    )
     p.add_argument("--input", required=True, help="input JSONL path, or - for standard input")
     p.add_argument("--output", required=True, help="output JSONL path, or - for standard output")
     p.add_argument("--workers", type=int, default=None, help="grading worker processes (default: min(4, CPUs))")
@@ -85,74 +96,93 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+class KindGraders:
+    """The verifiers a file's rows need, each started on its first row: one ``rlvr grade`` run
+    grades a mixed math/code file, every row by its own ``kind`` (``harness.grade_files.row_kind``).
+    ``grade_chunk`` is called from several threads; it keeps each row's place in the chunk."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.made: dict[str, tuple[Any, Callable[[list[dict[str, Any]]], list[Any]]]] = {}
+        self.lock = threading.Lock()
+        self.ray = _ray_grader(args) if args.ray is not None else None
+
+    @property
+    def actors(self) -> tuple:
+        return getattr(self.ray, "actors", ())
+
+    def _for(self, kind: str) -> Callable[[list[dict[str, Any]]], list[Any]]:
+        with self.lock:
+            if kind not in self.made:
+                self.made[kind] = _local_grader(self.args, kind)
+            return self.made[kind][1]
+
+    def grade_chunk(self, rows: list[dict[str, Any]]) -> list[Any]:
+        if self.ray is not None:
+            return self.ray.grade([_ray_item(self.args, row) for row in rows])
+        verdicts: list[Any] = [None] * len(rows)
+        for kind in dict.fromkeys(row["kind"] for row in rows):
+            places = [i for i, row in enumerate(rows) if row["kind"] == kind]
+            for i, verdict in zip(places, self._for(kind)([rows[i] for i in places])):
+                verdicts[i] = verdict
+        return verdicts
+
+    def close(self) -> None:
+        if self.ray is not None:
+            self.ray.close()
+        for grader, _ in self.made.values():
+            grader.close()
+
+
 def _ray_grader(args: argparse.Namespace):
-    """``--ray``: the same grading service, one actor per cluster CPU (``sandbox.ray_grading``)."""
+    """``--ray``: the same grading service, one actor per cluster CPU (``sandbox.ray_grading``);
+    one service grades both kinds."""
     from sandbox.ray_grading import RayGrader, RayUnavailable
-    from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
     if args.actors is not None and args.actors < 1:
         raise UserError("--actors must be at least 1")
-    limits = {"time_s": args.timeout} if args.timeout and args.kind == "code" else None
     try:
-        grader = RayGrader(
+        return RayGrader(
             args.actors,
             address=args.ray,
-            math_timeout=args.timeout if args.timeout and args.kind == "math" else 1.0,
-            code_limits=limits,
+            math_timeout=args.timeout or 1.0,
+            code_limits={"time_s": args.timeout} if args.timeout else None,
             unsafe=args.unsafe,
             test_details=True,  # as `rlvr grade` without --ray: an offline grader keeps the judge's details
         )
     except RayUnavailable as exc:
         raise UserError(str(exc)) from exc
-    if args.kind == "math":
-
-        def grade_chunk(rows: list[dict[str, Any]]):
-            # a row's own policy wins, as with verify_batch(policy=...) in process
-            return grader.grade(
-                [
-                    {**row, "kind": "math", "answer": str(row["answer"]), "policy": row.get("policy") or args.policy}
-                    for row in rows
-                ]
-            )
-
-        return grader, grade_chunk, MATH_VERIFIER, ()
-
-    def grade_code(rows: list[dict[str, Any]]):
-        extra = {"partial": True} if args.partial else {}
-        return grader.grade([{**row, "kind": "code", **extra} for row in rows])
-
-    return grader, grade_code, CODE_VERIFIER, ("passed", "total", "first_failure")
 
 
-def _grader(args: argparse.Namespace):
-    """The verifier for ``--kind``, its chunk grader, its version string and its extra output fields."""
-    from sandbox.math.policy import PRESETS
+def _ray_item(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
+    if row["kind"] == "math":
+        # a row's own policy wins, as with verify_batch(policy=...) in process
+        return {**row, "answer": str(row["answer"]), "policy": row.get("policy") or args.policy}
+    return {**row, "partial": True} if args.partial else row
 
-    if args.kind == "math" and args.policy not in PRESETS:
-        raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")
-    if args.ray is not None:
-        return _ray_grader(args)
-    if args.kind == "math":
+
+def _local_grader(args: argparse.Namespace, kind: str):
+    """The in-process verifier for ``kind`` and its chunk grader."""
+    if kind == "math":
         from sandbox.math.verify import MathGrader
-        from sandbox.version import MATH_VERIFIER
 
         grader = MathGrader(workers=args.workers, timeout=args.timeout or 1.0, shards=args.shards)
         grader.start()
 
-        def grade_chunk(rows: list[dict[str, Any]]):
+        def grade_math(rows: list[dict[str, Any]]):
             return grader.verify_batch([{**row, "answer": str(row["answer"])} for row in rows], policy=args.policy)
 
-        return grader, grade_chunk, MATH_VERIFIER, ()
+        return grader, grade_math
     from sandbox.code.verify import CodeGrader
-    from sandbox.version import CODE_VERIFIER
 
-    limits = {"time_s": args.timeout} if args.timeout else None
-    grader = CodeGrader(workers=args.workers, limits=limits, unsafe=args.unsafe)
+    code = CodeGrader(
+        workers=args.workers, limits={"time_s": args.timeout} if args.timeout else None, unsafe=args.unsafe
+    )
 
-    def grade_chunk(rows: list[dict[str, Any]]):
-        return grader.verify_batch(rows, partial=args.partial) if args.partial else grader.verify_batch(rows)
+    def grade_code(rows: list[dict[str, Any]]):
+        return code.verify_batch(rows, partial=args.partial) if args.partial else code.verify_batch(rows)
 
-    return grader, grade_chunk, CODE_VERIFIER, ("passed", "total", "first_failure")
+    return code, grade_code
 
 
 def check_paths(args: argparse.Namespace) -> None:
@@ -171,7 +201,7 @@ def check_paths(args: argparse.Namespace) -> None:
         raise UserError("--summary-json and --output name the same file; give them different paths")
 
 
-def kind_hint(kind: str, row: dict[str, Any] | None) -> str:
+def kind_hint(kind: str | None, row: dict[str, Any] | None) -> str:
     """What to try when every row was unreadable for ``kind``: usually the other verifier."""
     keys = sorted(row) if row else []
     if kind == "code" and row and "tests" not in row and "answer" in row:
@@ -194,7 +224,14 @@ def run(args: argparse.Namespace) -> int:
     if total == 0:
         source.close()
         raise UserError(f"{args.input} holds no rows; pass a JSONL file with one JSON object per line")
-    grader, grade_chunk, verifier, extra_fields = _grader(args)
+    from sandbox.math.policy import PRESETS
+    from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
+
+    if args.policy not in PRESETS:
+        raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")
+    verifier = {"math": MATH_VERIFIER, "code": CODE_VERIFIER}.get(args.kind, "")
+    extra_fields = CODE_FIELDS if args.kind == "code" else ()
+    grader = KindGraders(args)
     out = sys.stdout if args.output == "-" else _open_output(args.output)
     progress = None
     if not args.no_progress and args.output != "-":
@@ -207,15 +244,29 @@ def run(args: argparse.Namespace) -> int:
 
     first_row: list[dict[str, Any]] = []
 
+    kinds: set[str] = set()
+
     def check(row: dict[str, Any]) -> str:
         if not first_row:
             first_row.append(row)
-        return row_problem(row, args.kind)
+        kind = row_kind(row, args.kind)
+        problem = row_problem(row, kind)
+        if not problem:
+            row["kind"] = kind  # passed through to the output row: which verifier graded it
+            kinds.add(kind)
+        return problem
 
     try:
-        window = max(4, len(getattr(grader, "actors", ())))
+        window = max(4, len(grader.actors))
         summary = grade_stream(
-            read_rows(source), grade_chunk, check, write, verifier, extra_fields, progress=progress, window=window
+            read_rows(source),
+            grader.grade_chunk,
+            check,
+            write,
+            verifier,
+            extra_fields,
+            progress=progress,
+            window=window,
         )
     finally:
         if progress is not None:
@@ -226,19 +277,24 @@ def run(args: argparse.Namespace) -> int:
         if source is not sys.stdin:
             source.close()
     if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps({"verifier": verifier, **summary.to_dict()}, indent=2) + "\n")
+        versions = {"math": MATH_VERIFIER, "code": CODE_VERIFIER}
+        used = [versions[k] for k in ("math", "code") if k in kinds] or [verifier]
+        Path(args.summary_json).write_text(
+            json.dumps({"verifier": ", ".join(used), **summary.to_dict()}, indent=2) + "\n"
+        )
     print(summary.line(), file=sys.stderr if args.output == "-" else sys.stdout)
     if summary.count == 0:
         raise UserError(f"{args.input} holds no rows; pass JSON Lines with one object per line")
     bad = summary.reasons.get("bad_input", 0)
     if bad == summary.count:
         hint = kind_hint(args.kind, first_row[0] if first_row else None)
-        raise UserError(
-            f"every row is bad_input for --kind {args.kind} (see the detail field of {args.output}); {hint}"
-        )
+        which = f" for --kind {args.kind}" if args.kind else ""
+        raise UserError(f"every row is bad_input{which} (see the detail field of {args.output}); {hint}")
     if bad:
         print(
-            f"warning: {bad} of {summary.count} rows are bad_input (unreadable; their detail says why)", file=sys.stderr
+            f"warning: {bad} of {summary.count} rows are bad_input (unreadable, not counted in accuracy; their "
+            "detail says why)",
+            file=sys.stderr,
         )
     return 0
 

@@ -104,15 +104,16 @@ def run(args: argparse.Namespace) -> int:
         config.validate()
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    if args.ray is None:
-        auth = "token required" if args.token else "no token"
-        print(f"rlvr serve: listening on http://{args.host}:{args.port} ({auth})", flush=True)
     if args.ray is not None:
         return _serve_on_ray(config, args)
+    auth = "token required" if args.token else "no token"
     try:
-        serve(config)
+        serve(config, lambda: print(f"rlvr serve: listening on http://{args.host}:{args.port} ({auth})", flush=True))
     except OSError as exc:
-        raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
+        raise UserError(
+            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc} "
+            "(choose another --port, or stop what holds it)"
+        ) from exc
     return 0
 
 

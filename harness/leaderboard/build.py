@@ -10,7 +10,7 @@ from typing import Any
 from harness.errors import UserError
 from harness.leaderboard.html import render_page
 from harness.leaderboard.plots import all_plots
-from harness.leaderboard.tables import Table, build_tables, cell_text, collect_runs, describe_protocol, protocol_values
+from harness.leaderboard.tables import Table, build_tables, cell_text, collect_runs, protocol_values
 from harness.report_format import markdown_table, percent
 from harness.results import summary_rows
 
@@ -58,7 +58,7 @@ def markdown(tables: list[Table], link_prefix: str, generated: str, notes: list[
     ]
     lines += [f"_{n}_" for n in notes]
     for table in tables:
-        lines += ["", f"## Protocol `{table.key}`", "", describe_protocol(table.protocol), ""]
+        lines += ["", f"## {table.title}", "", table.description, ""]
         head = ["#", "Model", *table.differing, *[label for label, _ in table.columns], "Avg"]
         rows = []
         for row in table.rows:

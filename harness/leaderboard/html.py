@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from harness.leaderboard.samples_page import anchor
-from harness.leaderboard.tables import Table, cell_text, describe_protocol, protocol_values
+from harness.leaderboard.tables import Table, cell_text, protocol_values
 from harness.report_format import percent
 
 STYLE = """
@@ -110,9 +110,9 @@ def table_html(table: Table, index: int, link_prefix: str, pages: dict[str, str]
         cells.append(f'<td data-sort="{"" if average is None else f"{average:.6f}"}"{css}>{percent(average)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (
-        f'<h2 id="{table_anchor(table)}">Protocol {html.escape(table.key)} '
+        f'<h2 id="{table_anchor(table)}">{html.escape(table.title.replace("`", ""))} '
         f'<a class="permalink" href="#{table_anchor(table)}" title="link to this table">#</a></h2>'
-        f'<p class="note">{html.escape(describe_protocol(table.protocol))}</p>'
+        f'<p class="note">{html.escape(table.description.replace("`", ""))}</p>'
         '<table class="board" '
         f'id="board-{index}"><thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
     )

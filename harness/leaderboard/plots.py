@@ -96,6 +96,8 @@ def length_plot(runs: list[Run]) -> str | None:
     if not series:
         return None
     plt = _pyplot()
+    from matplotlib import ticker
+
     benches = list(dict.fromkeys(name for _, name, _ in series))
     fig, axes = plt.subplots(1, len(benches), figsize=(5 * len(benches), 3.8), squeeze=False)
     for col, bench in enumerate(benches):
@@ -113,6 +115,7 @@ def length_plot(runs: list[Run]) -> str | None:
                 label=f"{_label(run)} incorrect",
             )
         ax.set(title=f"{bench}: response length (tokens)", xlabel="tokens", ylabel="responses")
+        ax.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))  # a count of responses is whole
         ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     return _svg(fig)
 

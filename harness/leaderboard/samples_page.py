@@ -93,7 +93,7 @@ def render_samples_page(run_dir: Path, title: str, back: str) -> str | None:
         "</span></div>",
     ]
     for name in view.benchmarks:
-        mine = [s for s in view.samples if str(s.get("benchmark")) == name]
+        mine = sorted((s for s in view.samples if str(s.get("benchmark")) == name), key=sample_order)
         correct = sum(1 for s in mine if s.get("correct"))
         parts.append(
             f'<h2 id="{html.escape(anchor(name))}">{html.escape(name)} <span class="note">{correct} of '
@@ -102,6 +102,14 @@ def render_samples_page(run_dir: Path, title: str, back: str) -> str | None:
         parts += [_sample(s) for s in mine]
     parts.append(f"<script>{SCRIPT}</script></body></html>")
     return "\n".join(parts)
+
+
+def sample_order(sample: dict[str, Any]) -> tuple:
+    """Problem by problem in their natural order (``p2`` before ``p10``), samples by index: the
+    log is in the order samples finished, which no reader wants."""
+    parts = re.split(r"(\d+)", str(sample.get("id")))
+    key = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts if p)
+    return key, int(sample.get("sample_idx") or 0)
 
 
 def anchor(benchmark: str) -> str:

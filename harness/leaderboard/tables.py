@@ -58,6 +58,21 @@ class Table:
     rows: list[dict[str, Any]] = field(default_factory=list)
     differing: list[str] = field(default_factory=list)  # display names of protocol fields (mixed tables)
 
+    @property
+    def title(self) -> str:
+        if self.key.startswith("ablation:"):
+            return f"Ablation `{self.key.removeprefix('ablation:')}`"
+        return f"Protocol `{self.key}`"
+
+    @property
+    def description(self) -> str:
+        if self.key.startswith("ablation:"):
+            return (
+                f"one `rlvr ablate` run: rows differ in {', '.join(self.differing) or 'nothing'} (a column); "
+                f"shared: {describe_protocol(self.protocol).removeprefix('template (varies), ')}"
+            )
+        return describe_protocol(self.protocol)
+
 
 def collect_runs(results: Path) -> tuple[list[Run], list[str]]:
     """Every run directory under ``results`` (any depth) with a readable summary."""
@@ -113,20 +128,36 @@ def _row(run: Run, label_of: dict[tuple[str, str], str], root: Path) -> dict[str
     }
 
 
+def ablation_of(run: Run) -> str | None:
+    """The ablation folder a run is a cell of (``rlvr ablate`` writes ``manifest.json`` beside
+    its cells), or None. Its cells differ in the one setting the ablation varies, so they share one
+    table with that setting as a column, not one table each."""
+    manifest = run.path.parent / "manifest.json"
+    try:
+        cells = json.loads(manifest.read_text(encoding="utf-8")).get("cells") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(run.path.parent) if any(c.get("run") == run.path.name for c in cells) else None
+
+
 def build_tables(runs: list[Run], root: Path, mix: bool = False) -> list[Table]:
     groups: dict[str, list[Run]] = {}
     for run in runs:
-        groups.setdefault("mixed" if mix else run.summary["protocol_fingerprint"], []).append(run)
+        ablation = None if mix else ablation_of(run)
+        key = "mixed" if mix else f"ablation:{ablation}" if ablation else run.summary["protocol_fingerprint"]
+        groups.setdefault(key, []).append(run)
     tables = []
     for key, members in groups.items():
         columns, label_of = _columns(members)
         protocols = [m.protocol for m in members]
+        varied = mix or key.startswith("ablation:")
         differing = (
             [name for k, name in PROTOCOL_COLUMNS.items() if len({json.dumps(p.get(k)) for p in protocols}) > 1]
-            if mix
+            if varied
             else []
         )
-        table = Table(key, protocols[0] if not mix else {}, columns, differing=differing)
+        shared = {k: v for k, v in protocols[0].items() if all(p.get(k) == v for p in protocols)}
+        table = Table(key, protocols[0] if not varied else shared if not mix else {}, columns, differing=differing)
         table.rows = [_row(m, label_of, root) for m in members]
         full = len(columns)
         table.rows.sort(
@@ -150,7 +181,10 @@ def describe_protocol(protocol: dict[str, Any]) -> str:
     """One line: template, sampling, engine, verifiers."""
     if not protocol:
         return "runs under different protocols (differing settings shown as columns)"
-    get = protocol.get
+
+    def get(key: str) -> Any:
+        return protocol.get(key, "(varies)")
+
     sampling = (
         "greedy"
         if not get("sampling.temperature")
