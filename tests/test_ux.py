@@ -498,7 +498,9 @@ def test_verl_settings_are_spelled_one_way():
 
     from harness.commands.serve import EPILOG
 
-    readme = (ROOT / "README.md").read_text()
+    from doc_pages import doc_text
+
+    readme = doc_text()
     assert "reward.sandbox_fusion.url=http://HOST:8000/run_code" in EPILOG
     assert "reward.sandbox_fusion.url=http://HOST:8000/run_code" in readme
     assert "sandbox_fusion_url" not in readme + EPILOG and "`sandbox_fusion.url" not in readme
