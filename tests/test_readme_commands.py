@@ -226,6 +226,7 @@ SHELL_SKIP = (
     ("rlvr train ", "trains a model (minutes); parsed and resolved above; tests/test_trainers_e2e.py trains"),
     ("rlvr ablate ", "one evaluation per template (minutes); parsed above; tests/test_templates.py"),
     ("rlvr serve", "a server that runs until stopped; tests/test_server.py starts one"),
+    ("curl ", "a request to a running `rlvr serve`: test_curl_requests_get_what_they_show sends each to the app"),
     (
         "torchrun ",
         "launches one training process per GPU; its `rlvr train` part is parsed, resolved and planned above, and "
@@ -245,6 +246,33 @@ def _shell_lines() -> list[str]:
 
 SHELL_LINES = _shell_lines()
 SHELL_RUN = [c for c in SHELL_LINES if not any(c.startswith(prefix) for prefix, _ in SHELL_SKIP)]
+
+
+def test_curl_requests_get_what_they_show():
+    """Each documented ``curl`` request, sent to the real application, answers 200 with the
+    fields its comment line shows (``# {"results":[{"id":1,"correct":true,...}]...}``)."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from sandbox.server import ServerConfig, create_app
+
+    requests = []
+    for _, lang, _, text in fenced_blocks():
+        lines = text.splitlines()
+        for index, line in enumerate(lines):
+            if lang == "bash" and line.startswith("curl "):
+                path, body = re.fullmatch(r"curl -s \S+?(/\S+) -d '(.*)'", line).groups()
+                shown = lines[index + 1][2:] if index + 1 < len(lines) and lines[index + 1].startswith("# ") else ""
+                requests.append((path, body, shown))
+    assert requests
+    with TestClient(create_app(ServerConfig(workers=1))) as client:
+        for path, body, shown in requests:
+            reply = client.post(path, content=body)
+            assert reply.status_code == 200, reply.text
+            got = json.dumps(reply.json(), separators=(",", ":"))
+            for part in re.findall(r'"[a-z_]+":[^,{}\[\]]+', shown):  # each shown "key":value
+                assert part in got, (part, got)
 
 
 def test_every_readme_shell_line_is_run_or_skipped_with_a_reason():
