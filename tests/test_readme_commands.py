@@ -6,7 +6,6 @@ import re
 import shlex
 
 import pytest
-from conftest import ROOT
 from doc_pages import doc_text, fenced_blocks
 
 from harness.cli import build_parser

@@ -494,11 +494,10 @@ def test_help_texts_show_what_a_terminal_should(capsys):
 
 
 def test_verl_settings_are_spelled_one_way():
-    from conftest import ROOT
-
-    from harness.commands.serve import EPILOG
 
     from doc_pages import doc_text
+
+    from harness.commands.serve import EPILOG
 
     readme = doc_text()
     assert "reward.sandbox_fusion.url=http://HOST:8000/run_code" in EPILOG
