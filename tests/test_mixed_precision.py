@@ -39,6 +39,7 @@ def _cfg(compute="auto", **extra):
         grad_clip=1.0,
         policy_loss="ppo_clip",
         tis_cap=None,
+        temperature=1.0,
     )
     return types.SimpleNamespace(**{**values, **extra})
 

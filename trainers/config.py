@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from harness.errors import UserError
 from harness.eval_config import EMBEDDED_MODEL
 from harness.run_config import Role, require, setting
+from trainers.config_checks import check_plateau_reading, check_sources, check_stages
 
 ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
 
@@ -287,6 +288,13 @@ class TrainConfig:
                 self.overlong != "soft" or 0 < self.overlong_cache <= self.max_tokens,
                 "overlong: soft needs 0 < overlong_cache <= max_tokens",
             ),
+            (
+                self.temperature > 0,
+                "temperature must be positive: rollouts sample from softmax(logits / temperature), and the loss "
+                "evaluates that policy (0 = greedy would give every sample of a group the same answer)",
+            ),
+            (0 < self.top_p <= 1, "top_p must be in (0, 1]"),
+            (self.eval_temperature >= 0, "eval_temperature must be >= 0 (0 = greedy)"),
             (self.group_size >= 2, "group_size must be at least 2 (group baselines need two samples)"),
             (
                 self.prompts_per_step >= 1 and self.max_tokens >= 1 and self.mu >= 1 and self.micro_batch_size >= 1,
@@ -322,57 +330,6 @@ class TrainConfig:
     def normaliser(self) -> float:
         """Dr. GRPO's constant: the generation budget unless set explicitly."""
         return float(self.loss_constant or self.max_tokens)
-
-
-def check_stages(stages: list[dict[str, Any]], check_data: bool = True) -> None:
-    """Stage dicts are well formed and every data source exists (a benchmark or a local file)."""
-    from trainers.curriculum import Stage
-
-    for data in stages:
-        if not isinstance(data, dict):
-            raise UserError(
-                f"bad training config: each stage is a mapping {{name, sources, until_step, ...}}, got {data!r}"
-            )
-        try:
-            stage = Stage.from_dict(data)
-        except ValueError as exc:
-            raise UserError(f"bad training config: {exc}") from None
-        check_sources(stage.sources, f"stage {stage.name!r}", check_data)
-
-
-def check_plateau_reading(stages: list[dict[str, Any]], selection: str) -> None:
-    """A reward plateau under ``history`` or ``dynamic`` selection needs a probe: both change
-    what the trained batch's reward measures (``trainers.curriculum``, "What a plateau reads")."""
-    from trainers.curriculum import Stage
-
-    if selection not in ("history", "dynamic"):
-        return
-    for data in stages:
-        stage = Stage.from_dict(data)
-        if stage.plateau_window and stage.probe_size is None:
-            raise UserError(
-                f"bad training config: stage {stage.name!r} switches on a reward plateau, but {selection} selection "
-                "changes what the batch reward measures (history resampling drops solved prompts, so the pool's "
-                "reward falls by itself); give the stage a fixed probe, e.g. probe_size: 128, probe_every: 10"
-            )
-
-
-def check_sources(names: Sequence[str], where: str, check_data: bool = True) -> None:
-    """Each name is a registered benchmark or an existing local data file (else one line saying
-    which; ``check_data=False`` lets a local file be absent)."""
-    from harness.benchmarks.sources import local_path
-
-    for name in names:
-        try:
-            path = local_path(name)
-        except UserError as exc:
-            raise UserError(f"bad training config: {where}: {exc}") from None
-        if check_data and path is not None and not path.exists():
-            raise UserError(
-                f"bad training config: {where} names {name}, which does not exist (put the data there, or name "
-                "yours with "
-                f'--set "stages=[{{name: main, sources: [FILE.jsonl]}}]" / --set train_source=FILE.jsonl)'
-            )
 
 
 def preset_names(algorithm: str) -> list[str]:

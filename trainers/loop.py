@@ -338,9 +338,9 @@ def train_step(
                 prompts, completions, advantages, keep, sampled
             )
         batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device, sampled)
-        batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size)
+        batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size, cfg.temperature)
         if reference is not None:
-            batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size)
+            batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size, cfg.temperature)
         learner = ctx.train_model if ctx else model
         metrics.update(policy_update(learner, optimizer, batch, cfg, precision or Precision(cfg, device), shard))
         metrics["reward_mean"] = float(rewards.mean())

@@ -241,11 +241,17 @@ def completion_logprobs(
     attention_mask: torch.Tensor,
     completion_mask: torch.Tensor,
     with_entropy: bool = False,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log π(token) for every position (aligned with ``input_ids``; only ``completion_mask``
+    """log π_T(token) for every position (aligned with ``input_ids``; only ``completion_mask``
     positions matter, the others are 0) and optionally the policy entropy there. The vocabulary
     projection runs only from the first completion column on (``logits_to_keep``): prompt
-    positions would cost a full-vocabulary softmax each and never enter the loss."""
+    positions would cost a full-vocabulary softmax each and never enter the loss.
+
+    ``temperature``: the rollouts' sampling temperature T. The samples come from
+    softmax(logits / T), so that is the policy whose ratios, clip, TIS weights and KL the loss
+    needs (oat's ``get_batch_logps`` and verl's actor divide the logits the same way); at T = 1
+    it is the model's own distribution."""
     length = input_ids.shape[1]
     columns = torch.nonzero(completion_mask.any(dim=0)).flatten()
     first = max(1, int(columns[0]) if len(columns) else length - 1)
@@ -254,6 +260,8 @@ def completion_logprobs(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=length - first + 1
     )
     logits = out.logits[:, :-1, :].float()  # predicts the tokens at columns first .. length-1
+    if temperature != 1.0:
+        logits = logits / temperature
     targets = input_ids[:, first:]
     logsumexp = torch.logsumexp(logits, dim=-1)
     logp = torch.gather(logits, -1, targets[..., None]).squeeze(-1) - logsumexp

@@ -74,7 +74,8 @@ def pack(
 
 
 @torch.no_grad()
-def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int) -> torch.Tensor:
+def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int, temperature: float = 1.0) -> torch.Tensor:
+    """Per-token log-probs of the batch at the sampling temperature (old and reference policies)."""
     was_training = model.training
     model.eval()
     try:
@@ -84,6 +85,7 @@ def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int) -> torch.Te
                 batch.input_ids[i : i + micro],
                 batch.attention_mask[i : i + micro],
                 batch.completion_mask[i : i + micro],
+                temperature=temperature,
             )[0]
             for i in range(0, batch.input_ids.shape[0], micro)
         ]
@@ -142,7 +144,7 @@ def policy_update(
                     shard.sync_gradients(model, m.stop == mb.stop)
                 mask = batch.completion_mask[m]
                 logp, entropy = completion_logprobs(
-                    model, batch.input_ids[m], batch.attention_mask[m], mask, with_entropy=True
+                    model, batch.input_ids[m], batch.attention_mask[m], mask, True, cfg.temperature
                 )
                 terms = policy_loss_terms(
                     cfg.policy_loss, logp, batch.old_logp[m], batch.advantages[m], mask, cfg.eps_low, cfg.eps_high
