@@ -172,6 +172,13 @@ class TrainConfig:
         0.2, help="clip range below: ratios under 1 - eps_low are clipped (cispo: 1 = no bound)", role=P, group=LOSS
     )
     eps_high: float = setting(0.2, help="clip range above: ratios over 1 + eps_high are clipped", role=P, group=LOSS)
+    clip_ratio_c: float | None = setting(
+        None,
+        help="dual-clip PPO (verl's clip_ratio_c): with a negative advantage a token's loss is at most -c*A; > 1, "
+        "ppo_clip only, null = off",
+        role=P,
+        group=LOSS,
+    )
     beta: float = setting(
         0.0, help="weight of the k3 KL penalty to the reference model (0: no reference model)", role=P, group=LOSS
     )
@@ -281,6 +288,10 @@ class TrainConfig:
                 self.tis_cap is None or separate_engine(self.backend),
                 "tis_cap corrects a separate sampler's numerics and needs backend: vllm (with hf the sampler is the "
                 "learner); add --set backend=vllm or drop tis_cap",
+            ),
+            (
+                self.clip_ratio_c is None or (self.clip_ratio_c > 1 and self.policy_loss == "ppo_clip"),
+                "clip_ratio_c (dual clip) must be > 1 and needs policy_loss: ppo_clip, or null (off)",
             ),
             (self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}"),
             (self.overlong in OVERLONG_MODES, f"overlong must be one of {OVERLONG_MODES}"),

@@ -147,7 +147,14 @@ def policy_update(
                     model, batch.input_ids[m], batch.attention_mask[m], mask, True, cfg.temperature
                 )
                 terms = policy_loss_terms(
-                    cfg.policy_loss, logp, batch.old_logp[m], batch.advantages[m], mask, cfg.eps_low, cfg.eps_high
+                    cfg.policy_loss,
+                    logp,
+                    batch.old_logp[m],
+                    batch.advantages[m],
+                    mask,
+                    cfg.eps_low,
+                    cfg.eps_high,
+                    cfg.clip_ratio_c,
                 )
                 per_token = terms["loss"] if tis is None else terms["loss"] * tis[m]
                 reference = batch.ref_logp[m] if batch.ref_logp is not None else batch.old_logp[m]
