@@ -190,6 +190,13 @@ class TrainConfig:
         group=LOSS,
         shown_default="all of a rollout step",
     )
+    minibatch_shuffle: str = setting(
+        "rows",
+        help="rows: a seeded permutation of each rollout step's rows before they are cut into minibatches (oat; "
+        "every PPO epoch reuses it), none: in order (verl's actor)",
+        role=R,
+        group=LOSS,
+    )
     micro_batch_size: int = setting(
         8, help="samples per forward/backward pass; gradients accumulate over a minibatch", role=R, group=LOSS
     )
@@ -276,6 +283,7 @@ class TrainConfig:
         from trainers.losses import AGGREGATIONS, POLICY_LOSSES
         from trainers.precision import check_precision
         from trainers.selection import SELECTIONS
+        from trainers.update import MINIBATCH_SHUFFLES
 
         local = backend_names(local_only=True)
         checks = [
@@ -293,6 +301,7 @@ class TrainConfig:
                 self.clip_ratio_c is None or (self.clip_ratio_c > 1 and self.policy_loss == "ppo_clip"),
                 "clip_ratio_c (dual clip) must be > 1 and needs policy_loss: ppo_clip, or null (off)",
             ),
+            (self.minibatch_shuffle in MINIBATCH_SHUFFLES, f"minibatch_shuffle must be one of {MINIBATCH_SHUFFLES}"),
             (self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}"),
             (self.overlong in OVERLONG_MODES, f"overlong must be one of {OVERLONG_MODES}"),
             (

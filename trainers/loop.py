@@ -34,7 +34,7 @@ from trainers.precision import Precision, compute_dtype_name, master_dtype_name
 from trainers.rollout import HFRollout, RolloutWorker
 from trainers.selection import make_selection, stage_seed
 from trainers.telemetry import TrainLog, rollout_metrics
-from trainers.update import UPDATE_METRICS, batch_logprobs, pack, policy_update
+from trainers.update import UPDATE_METRICS, batch_logprobs, minibatch_order, pack, policy_update
 
 
 def stage_pool(stage: Stage, math_policy: str | None = None) -> list:
@@ -331,6 +331,10 @@ def train_step(
         prompts = [g.prompt_ids for g in groups for _ in g.completion_ids]
         with_logp = all(g.sampler_logp is not None for g in groups)
         sampled = [lp for g in groups for lp in g.sampler_logp] if with_logp else None
+        order = minibatch_order(cfg.minibatch_shuffle, cfg.seed, step, len(completions))
+        prompts, completions = [prompts[i] for i in order], [completions[i] for i in order]
+        advantages, keep = advantages[order], keep[order]
+        sampled = [sampled[i] for i in order] if sampled is not None else None
         ctx = distributed.context()
         shard = ctx.shard(len(groups)) if ctx else None  # this rank's rows, minibatch by minibatch
         if shard:
