@@ -62,3 +62,22 @@ def test_presets_name_their_order():
     assert build_config("dapo", "paper", {}, check_data=False).minibatch_shuffle == "none"  # verl's actor
     with pytest.raises(Exception, match="minibatch_shuffle"):
         build_config("drgrpo", "cpu-demo", {"minibatch_shuffle": "sometimes"})
+
+
+def test_prompts_longer_than_prompt_max_length_keep_their_end(tiny_model):
+    """verl's left truncation (the DAPO preset's 2,048, Dr. GRPO's 1,024): the template's
+    assistant header at the end survives; a short prompt is untouched."""
+    from transformers import AutoTokenizer
+
+    from harness.benchmarks.problems import Problem
+    from harness.templates import load_template
+    from trainers.rollout import PromptCache
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    problem = Problem("p", "digits", "math", "What is " + " + ".join(["1"] * 40) + "?", {"answer": "40"})
+    full = PromptCache(tokenizer, load_template("chat"), {})(problem)
+    cut = PromptCache(tokenizer, load_template("chat"), {}, max_length=20)(problem)
+    assert len(full) > 40 and cut == full[-20:]
+    assert PromptCache(tokenizer, load_template("chat"), {}, max_length=len(full))(problem) == full
+    with pytest.raises(Exception, match="prompt_max_length"):
+        build_config("drgrpo", "cpu-demo", {"prompt_max_length": 0})

@@ -73,6 +73,14 @@ class TrainConfig:
     temperature: float = setting(1.0, help="sampling temperature of rollouts", role=R, group=ROLLOUT)
     top_p: float = setting(1.0, help="nucleus sampling mass of rollouts, in (0, 1]", role=R, group=ROLLOUT)
     max_tokens: int = setting(64, help="new tokens per rollout sample at most", role=R, group=ROLLOUT)
+    prompt_max_length: int | None = setting(
+        None,
+        help="prompts longer than this many tokens lose their beginning (verl's truncation: left; the end, with "
+        "the template's assistant header, is kept)",
+        role=R,
+        group=ROLLOUT,
+        shown_default="no limit",
+    )
     rollout_batch_size: int = setting(32, help="hf backend: sequences per generation batch", role=R, group=ROLLOUT)
     backend: str = setting(
         "hf",
@@ -238,6 +246,7 @@ class TrainConfig:
     )
     eval_n: int = setting(1, help="evaluations: samples per problem (mean@n)", role=R, group=RUN)
     eval_temperature: float = setting(0.0, help="evaluations: sampling temperature (0 = greedy)", role=R, group=RUN)
+    eval_top_p: float = setting(1.0, help="evaluations: nucleus sampling mass, in (0, 1]", role=R, group=RUN)
     dtype: str = setting(
         "auto",
         help="master weights, gradients and AdamW state: float32, or auto (= float32 on every device); bfloat16 "
@@ -314,7 +323,11 @@ class TrainConfig:
                 "evaluates that policy (0 = greedy would give every sample of a group the same answer)",
             ),
             (0 < self.top_p <= 1, "top_p must be in (0, 1]"),
-            (self.eval_temperature >= 0, "eval_temperature must be >= 0 (0 = greedy)"),
+            (
+                self.eval_temperature >= 0 and 0 < self.eval_top_p <= 1,
+                "eval_temperature must be >= 0 (0 = greedy) and eval_top_p in (0, 1]",
+            ),
+            (self.prompt_max_length is None or self.prompt_max_length >= 1, "prompt_max_length must be positive"),
             (self.group_size >= 2, "group_size must be at least 2 (group baselines need two samples)"),
             (
                 self.prompts_per_step >= 1 and self.max_tokens >= 1 and self.mu >= 1 and self.micro_batch_size >= 1,

@@ -269,6 +269,7 @@ def _make_sampler(cfg: TrainConfig, model, tokenizer, template, instructions):
         cfg.top_p,
         cfg.rollout_batch_size,
         cfg.seed,
+        cfg.prompt_max_length,
     )
 
 
@@ -392,6 +393,7 @@ def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler
             template=cfg.template,
             n=cfg.eval_n,
             temperature=cfg.eval_temperature,
+            top_p=cfg.eval_top_p,
             max_tokens=cfg.max_tokens,
             limit=cfg.eval_limit,
             policy=cfg.math_policy,

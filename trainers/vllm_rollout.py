@@ -72,7 +72,7 @@ class VLLMRollout:
 
         self.params_class = SamplingParams
         self.device, self.max_len = device, engine_max_len(self.llm)
-        self.prompt = PromptCache(tokenizer, template, instruction_of)
+        self.prompt = PromptCache(tokenizer, template, instruction_of, cfg.prompt_max_length)
         self.sync(model)  # a resumed run's weights, not the base checkpoint's
 
     def sample(
