@@ -167,6 +167,42 @@ def test_a_killed_rank_fails_the_run_cleanly_and_resume_is_exact(ddp, tiny_model
 
 
 @pytest.mark.slow
+def test_fsdp_checkpoint_kill_and_resume_equal_the_uninterrupted_run_bit_for_bit(tmp_path, tiny_model, digits_source):
+    """FSDP2 (DCP shards of weights and AdamW state, per-rank RNG): a run whose rank 1 dies in step
+    2 resumes from checkpoint 1 to the uninterrupted run's weights and log, bit for bit."""
+    settings = {**_settings(digits_source), "parallel": "fsdp"}
+    whole = _torchrun("drgrpo", tiny_model, tmp_path / "whole", settings)
+    assert whole.returncode == 0, whole.stderr[-4000:]
+    out = tmp_path / "killed"
+    killed = _torchrun("drgrpo", tiny_model, out, settings, env={FAIL_ENV: "1:2"})
+    assert killed.returncode != 0 and "RLVR_TEST_FAIL_RANK_AT_STEP" in killed.stderr
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-000001"]
+    resumed = _torchrun("drgrpo", tiny_model, out, settings, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    a, b = _weights(tmp_path / "whole"), _weights(out)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    strip = lambda log: [{k: v for k, v in line.items() if k not in TIMINGS} for line in log]  # noqa: E731
+    assert strip(read_log(tmp_path / "whole")) == strip(read_log(out))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["grpo", "drgrpo"])
+def test_row_based_aggregations_over_an_uneven_split_make_the_single_process_updates(
+    tmp_path, tiny_model, digits_source, algorithm
+):
+    """GRPO's seq_mean_token_mean and Dr. GRPO's seq_mean_token_sum_norm divide by rows: 3 groups
+    on 2 ranks (one rank trains dummy rows in the second minibatch), truncated rows masked (rows
+    with no trained token, which count in 1/S on every rank as in one process)."""
+    settings = _settings(digits_source, prompts_per_step=3, overlong="mask", max_tokens=4)
+    many = _torchrun(algorithm, tiny_model, tmp_path / "ddp", settings)
+    assert many.returncode == 0, many.stderr[-4000:]
+    single = _single(algorithm, tiny_model, tmp_path / "single", settings)
+    assert _max_gap(_weights(single), _weights(tmp_path / "ddp")) <= ATOL
+    _assert_same_logs(single, tmp_path / "ddp")
+    assert any(line["truncation_rate"] for line in read_log(single))  # masked rows were there
+
+
+@pytest.mark.slow
 def test_the_exported_checkpoint_loads_and_one_process_resumes_a_sharded_one(ddp, tiny_model):
     from harness.backends.hf import load_model
 
