@@ -113,6 +113,13 @@ class TrainConfig:
     max_gen_batches: int = setting(
         10, help="dynamic selection: generation batches per step at most (0 = no cap)", role=R, group=SELECT
     )
+    dynamic_cap: str = setting(
+        "train",
+        help="dynamic selection when max_gen_batches runs out first: train (on the mixed groups found, fewer; "
+        "logged as selection_cap_hit) or stop (a one-line error, as verl's DAPO recipe)",
+        role=R,
+        group=SELECT,
+    )
     math_policy: str | None = setting(
         None,
         help="math verifier policy of every math problem, in rewards and evaluations alike (boxed_only / "
@@ -291,7 +298,7 @@ class TrainConfig:
         from trainers.advantages import ADVANTAGE_MODES, OVERLONG_MODES
         from trainers.losses import AGGREGATIONS, POLICY_LOSSES
         from trainers.precision import check_precision
-        from trainers.selection import SELECTIONS
+        from trainers.selection import DYNAMIC_CAPS, SELECTIONS
         from trainers.update import MINIBATCH_SHUFFLES
 
         local = backend_names(local_only=True)
@@ -312,6 +319,7 @@ class TrainConfig:
             ),
             (self.minibatch_shuffle in MINIBATCH_SHUFFLES, f"minibatch_shuffle must be one of {MINIBATCH_SHUFFLES}"),
             (self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}"),
+            (self.dynamic_cap in DYNAMIC_CAPS, f"dynamic_cap must be one of {DYNAMIC_CAPS}"),
             (self.overlong in OVERLONG_MODES, f"overlong must be one of {OVERLONG_MODES}"),
             (
                 self.overlong != "soft" or 0 < self.overlong_cache <= self.max_tokens,

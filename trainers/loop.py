@@ -107,6 +107,7 @@ def _stage_selection(cfg: TrainConfig, curriculum: Curriculum):
         stage_seed(cfg.seed, curriculum.index),
         gen_prompts=cfg.gen_prompts,
         max_gen_batches=cfg.max_gen_batches,
+        dynamic_cap=cfg.dynamic_cap,
     )
 
 

@@ -70,6 +70,7 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
             "gen_prompts": gen_prompts,
             "gen_samples_per_batch": gen_prompts * cfg.group_size if dynamic else None,
             "max_gen_batches": cfg.max_gen_batches if dynamic else None,
+            "dynamic_cap": cfg.dynamic_cap if dynamic else None,
             "max_samples_generated": (
                 (gen_prompts * cfg.group_size * cfg.max_gen_batches if cfg.max_gen_batches > 0 else None)
                 if dynamic
@@ -337,7 +338,8 @@ def format_plan(plan: dict[str, Any]) -> str:
         add(
             "selection",
             f"dynamic: generation batches of {r['gen_prompts']:,} prompts ({r['gen_samples_per_batch']:,} samples), "
-            f"{cap}; groups with all-equal rewards dropped until {r['prompts_per_step']:,} remain",
+            f"{cap}; groups with all-equal rewards dropped until {r['prompts_per_step']:,} remain; out of batches: "
+            + ("stop the run (verl)" if r["dynamic_cap"] == "stop" else "train on the groups found"),
         )
     else:
         add("selection", SELECTION_TEXT.get(r["selection"], r["selection"]))
