@@ -40,6 +40,7 @@ def _cfg(compute="auto", **extra):
         policy_loss="ppo_clip",
         tis_cap=None,
         temperature=1.0,
+        clip_ratio_c=None,
     )
     return types.SimpleNamespace(**{**values, **extra})
 
