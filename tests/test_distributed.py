@@ -191,15 +191,15 @@ def test_row_based_aggregations_over_an_uneven_split_make_the_single_process_upd
     tmp_path, tiny_model, digits_source, algorithm
 ):
     """GRPO's seq_mean_token_mean and Dr. GRPO's seq_mean_token_sum_norm divide by rows: 3 groups
-    on 2 ranks (one rank trains dummy rows in the second minibatch), truncated rows masked (rows
-    with no trained token, which count in 1/S on every rank as in one process)."""
-    settings = _settings(digits_source, prompts_per_step=3, overlong="mask", max_tokens=2)  # a row cut at step 3
+    on 2 ranks in minibatches of 2 groups (the second minibatch's one group sits on one rank, the
+    other trains dummy rows), so the global row count, not the local one, must divide."""
+    settings = _settings(digits_source, prompts_per_step=3)
     many = _torchrun(algorithm, tiny_model, tmp_path / "ddp", settings)
     assert many.returncode == 0, many.stderr[-4000:]
     single = _single(algorithm, tiny_model, tmp_path / "single", settings)
     assert _max_gap(_weights(single), _weights(tmp_path / "ddp")) <= ATOL
     _assert_same_logs(single, tmp_path / "ddp")
-    assert any(line["truncation_rate"] for line in read_log(single))  # masked rows were there
+    assert all(line["effective_batch"] == 3 and line["optimizer_steps"] == 2 for line in read_log(single))
 
 
 @pytest.mark.slow
