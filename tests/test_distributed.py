@@ -132,7 +132,8 @@ def test_ddp_two_ranks_make_the_single_process_updates(ddp, tiny_model):
 
 def test_fsdp_two_ranks_make_the_single_process_updates(tmp_path, tiny_model, digits_source):
     """DAPO with a KL term (β > 0: the reference is sharded too), 3 prompts: the second minibatch
-    holds one group, so one rank trains on dummy rows only there."""
+    holds one group, so one rank trains on dummy rows only there. Then ``--resume`` from the
+    step-1 checkpoint (DCP shards) ends bit for bit where the uninterrupted run did."""
     settings = _settings(digits_source, prompts_per_step=3, gen_prompts=3, max_gen_batches=2, beta=0.04)
     result = _torchrun("dapo", tiny_model, tmp_path / "fsdp", {**settings, "parallel": "fsdp"})
     assert result.returncode == 0, result.stderr[-4000:]
@@ -143,6 +144,18 @@ def test_fsdp_two_ranks_make_the_single_process_updates(tmp_path, tiny_model, di
     state = load_trainer_state(tmp_path / "fsdp" / "checkpoint-000003")
     assert state["sharded"] == {"world_size": 2, "parallel": "fsdp", "optimizer": True}
     assert len(state["rng_per_rank"]) == 2 and "optimizer" not in state
+    # save + --resume under FSDP2: from checkpoint 1 to the uninterrupted run's weights and log, bit for bit
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    for name in ("config.yaml", "train_log.jsonl"):
+        shutil.copy(tmp_path / "fsdp" / name, resumed / name)
+    shutil.copytree(tmp_path / "fsdp" / "checkpoint-000001", resumed / "checkpoint-000001")
+    again = _torchrun("dapo", tiny_model, resumed, {**settings, "parallel": "fsdp"}, resume=True)
+    assert again.returncode == 0, again.stderr[-4000:]
+    a, b = _weights(tmp_path / "fsdp"), _weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    strip = lambda log: [{k: v for k, v in line.items() if k not in TIMINGS} for line in log]  # noqa: E731
+    assert strip(read_log(tmp_path / "fsdp")) == strip(read_log(resumed))
     shutil.rmtree(tmp_path)
 
 
