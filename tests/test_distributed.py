@@ -132,7 +132,8 @@ def test_ddp_two_ranks_make_the_single_process_updates(ddp, tiny_model):
 
 def test_fsdp_two_ranks_make_the_single_process_updates(tmp_path, tiny_model, digits_source):
     """DAPO with a KL term (β > 0: the reference is sharded too), 3 prompts: the second minibatch
-    holds one group, so one rank trains on dummy rows only there."""
+    holds one group, so one rank trains on dummy rows only there. Then ``--resume`` from the
+    step-1 checkpoint (DCP shards) ends bit for bit where the uninterrupted run did."""
     settings = _settings(digits_source, prompts_per_step=3, gen_prompts=3, max_gen_batches=2, beta=0.04)
     result = _torchrun("dapo", tiny_model, tmp_path / "fsdp", {**settings, "parallel": "fsdp"})
     assert result.returncode == 0, result.stderr[-4000:]
@@ -143,6 +144,18 @@ def test_fsdp_two_ranks_make_the_single_process_updates(tmp_path, tiny_model, di
     state = load_trainer_state(tmp_path / "fsdp" / "checkpoint-000003")
     assert state["sharded"] == {"world_size": 2, "parallel": "fsdp", "optimizer": True}
     assert len(state["rng_per_rank"]) == 2 and "optimizer" not in state
+    # save + --resume under FSDP2: from checkpoint 1 to the uninterrupted run's weights and log, bit for bit
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    for name in ("config.yaml", "train_log.jsonl"):
+        shutil.copy(tmp_path / "fsdp" / name, resumed / name)
+    shutil.copytree(tmp_path / "fsdp" / "checkpoint-000001", resumed / "checkpoint-000001")
+    again = _torchrun("dapo", tiny_model, resumed, {**settings, "parallel": "fsdp"}, resume=True)
+    assert again.returncode == 0, again.stderr[-4000:]
+    a, b = _weights(tmp_path / "fsdp"), _weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    strip = lambda log: [{k: v for k, v in line.items() if k not in TIMINGS} for line in log]  # noqa: E731
+    assert strip(read_log(tmp_path / "fsdp")) == strip(read_log(resumed))
     shutil.rmtree(tmp_path)
 
 
@@ -164,6 +177,42 @@ def test_a_killed_rank_fails_the_run_cleanly_and_resume_is_exact(ddp, tiny_model
     assert all(torch.equal(a[k], b[k]) for k in a)
     strip = lambda log: [{k: v for k, v in line.items() if k not in TIMINGS} for line in log]  # noqa: E731
     assert strip(read_log(ddp["out"])) == strip(read_log(out))
+
+
+@pytest.mark.slow
+def test_fsdp_checkpoint_kill_and_resume_equal_the_uninterrupted_run_bit_for_bit(tmp_path, tiny_model, digits_source):
+    """FSDP2 (DCP shards of weights and AdamW state, per-rank RNG): a run whose rank 1 dies in step
+    2 resumes from checkpoint 1 to the uninterrupted run's weights and log, bit for bit."""
+    settings = {**_settings(digits_source), "parallel": "fsdp"}
+    whole = _torchrun("drgrpo", tiny_model, tmp_path / "whole", settings)
+    assert whole.returncode == 0, whole.stderr[-4000:]
+    out = tmp_path / "killed"
+    killed = _torchrun("drgrpo", tiny_model, out, settings, env={FAIL_ENV: "1:2"})
+    assert killed.returncode != 0 and "RLVR_TEST_FAIL_RANK_AT_STEP" in killed.stderr
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-000001"]
+    resumed = _torchrun("drgrpo", tiny_model, out, settings, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    a, b = _weights(tmp_path / "whole"), _weights(out)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    strip = lambda log: [{k: v for k, v in line.items() if k not in TIMINGS} for line in log]  # noqa: E731
+    assert strip(read_log(tmp_path / "whole")) == strip(read_log(out))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["grpo", "drgrpo"])
+def test_row_based_aggregations_over_an_uneven_split_make_the_single_process_updates(
+    tmp_path, tiny_model, digits_source, algorithm
+):
+    """GRPO's seq_mean_token_mean and Dr. GRPO's seq_mean_token_sum_norm divide by rows: 3 groups
+    on 2 ranks in minibatches of 2 groups (the second minibatch's one group sits on one rank, the
+    other trains dummy rows), so the global row count, not the local one, must divide."""
+    settings = _settings(digits_source, prompts_per_step=3)
+    many = _torchrun(algorithm, tiny_model, tmp_path / "ddp", settings)
+    assert many.returncode == 0, many.stderr[-4000:]
+    single = _single(algorithm, tiny_model, tmp_path / "single", settings)
+    assert _max_gap(_weights(single), _weights(tmp_path / "ddp")) <= ATOL
+    _assert_same_logs(single, tmp_path / "ddp")
+    assert all(line["effective_batch"] == 3 and line["optimizer_steps"] == 2 for line in read_log(single))
 
 
 @pytest.mark.slow

@@ -39,6 +39,8 @@ def _cfg(compute="auto", **extra):
         grad_clip=1.0,
         policy_loss="ppo_clip",
         tis_cap=None,
+        temperature=1.0,
+        clip_ratio_c=None,
     )
     return types.SimpleNamespace(**{**values, **extra})
 
@@ -248,3 +250,34 @@ def test_a_vllm_engine_samples_in_the_compute_dtype_from_the_float32_masters(tmp
     assert gap(2) > 0.5
     engine.sync(learner)
     assert gap(2) < 0.1
+
+
+def test_fsdp2_float16_uses_the_sharded_scaler_and_skips_an_overflowed_step(tmp_path):
+    """Under FSDP2 the float16 scaler is torch's ``ShardedGradScaler`` (it all-reduces the
+    overflow check, so every rank skips the same steps); a plain ``GradScaler`` outside FSDP.
+    One gloo rank, a model sharded with ``fully_shard``: a finite step moves the weights, an
+    infinite gradient skips the step and halves the scale."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    assert type(Precision(_cfg("float16", parallel="fsdp"), "cpu").scaler) is torch.amp.GradScaler  # no world
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        precision = Precision(_cfg("float16", parallel="fsdp"), "cpu")
+        assert isinstance(precision.scaler, ShardedGradScaler)
+        assert type(Precision(_cfg("float16", parallel="ddp"), "cpu").scaler) is torch.amp.GradScaler
+        torch.manual_seed(0)
+        model = fully_shard(torch.nn.Linear(4, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for scale, moved in ((1.0, True), (float("inf"), False)):
+            start = [p.full_tensor().clone() for p in model.parameters()]
+            optimizer.zero_grad()
+            precision.backward(model(torch.ones(3, 4)).sum() * scale)
+            precision.unscale(optimizer)
+            precision.step(optimizer)
+            after = [p.full_tensor() for p in model.parameters()]
+            assert any(not torch.equal(a, b) for a, b in zip(start, after)) is moved
+        assert precision.scaler.get_scale() == 65536.0 / 2
+    finally:
+        dist.destroy_process_group()

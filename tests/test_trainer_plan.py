@@ -23,6 +23,7 @@ PRESETS = [(a, p) for a in ALGORITHMS for p in preset_names(a)]
 #: optimizer steps per rollout of every shipped preset (minibatch_size counts rows)
 OPTIMIZER_STEPS = {
     ("grpo", "paper"): 1,  # DeepSeekMath §4.2: a single update per exploration stage
+    ("grpo", "paper-gspo"): 4,  # GSPO §5.1: four mini-batches per rollout
     ("drgrpo", "paper"): 8,  # oat: 1024 rollouts / train batch 128
     ("drgrpo", "paper-r1"): 8,
     ("dapo", "paper"): 16,  # DAPO §4.1: 8192 rows / mini-batch 512

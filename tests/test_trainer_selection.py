@@ -82,6 +82,21 @@ def test_dynamic_sampling_respects_the_generation_cap():
     assert len(groups) <= 1 and all(g.problem.id == "p0" for g in groups)
 
 
+def test_dynamic_sampling_out_of_batches_trains_on_fewer_or_stops_by_choice():
+    """The two conventions for a cap reached first: ``train`` (ours by default) returns the
+    mixed groups found; ``stop`` (verl's DAPO recipe, the DAPO paper preset) ends the run in one line."""
+    from harness.errors import UserError
+
+    pool = problems(8)
+    table = {p.id: ([True, False] if i == 0 else [True, True]) for i, p in enumerate(pool)}
+    groups, stats = DynamicSampling(pool, 0, 2, 3, "train").next_groups(table_rollout(table, []), 4, step=1)
+    assert stats["cap_hit"] and len(groups) < 4
+    with pytest.raises(UserError, match=r"step 1: dynamic sampling found \d of 4 groups .* 3 generation batches"):
+        DynamicSampling(pool, 0, 2, 3, "stop").next_groups(table_rollout(table, []), 4, step=1)
+    groups, stats = DynamicSampling(pool, 0, 8, 3, "stop").next_groups(table_rollout(table, []), 1, step=1)
+    assert len(groups) == 1 and not stats["cap_hit"]  # filled in time: no stop
+
+
 def test_history_resampling_drops_all_correct_prompts_at_the_epoch_boundary_only():
     pool = problems(6)
     table = {

@@ -78,6 +78,34 @@ def test_sampled_logprobs_match_the_learner_after_a_sync_and_not_before(rollout)
     assert _gap_to_learner(engine.sample(problems, 2, step=2, logprobs=True), learner) < SYNCED
 
 
+def test_sampled_logprobs_are_at_the_sampling_temperature(rollout):
+    """At T = 0.6 vLLM's log-probs of the drawn tokens (``processed_logprobs``) are the learner's
+    ``completion_logprobs(..., temperature=0.6)``: the first minibatch's ratio to the sampler is 1.
+    vLLM's default ``raw_logprobs`` (before temperature), which the trainer used, were the
+    learner's at T = 1 and ~0.1 away from the sampling policy's."""
+    import dataclasses
+
+    from trainers.losses import completion_logprobs
+
+    engine, learner, problems = rollout
+    engine.sync(learner)
+    cfg, engine.cfg = engine.cfg, dataclasses.replace(engine.cfg, temperature=0.6)
+    try:
+        rows = engine.sample(problems, 2, step=5, logprobs=True)
+    finally:
+        engine.cfg = cfg
+    for temperature, within in ((0.6, True), (1.0, False)):
+        for prompt, completions, _, _, logprobs in rows:
+            for ids, sampled in zip(completions, logprobs):
+                row = torch.tensor([list(prompt) + list(ids)])
+                mask = torch.zeros(row.shape)
+                mask[0, len(prompt) :] = 1
+                with torch.no_grad():
+                    logp = completion_logprobs(learner, row, torch.ones_like(row), mask, temperature=temperature)[0]
+                gap = max_gap(logp[0, len(prompt) :].tolist(), sampled)
+                assert gap < SYNCED if within else gap > 1e-2
+
+
 def test_a_cached_prompt_is_recomputed_after_a_weight_push(rollout):
     """Greedy decode of a prompt longer than a KV block (so its blocks enter the prefix cache), new
     weights, decode again: without the reset the stale blocks serve the prompt and the log-probs are
@@ -86,7 +114,9 @@ def test_a_cached_prompt_is_recomputed_after_a_weight_push(rollout):
 
     engine, learner, _ = rollout
     llm, prompt = engine.llm, list(range(200, 520))  # 320 tokens: two full 128-token blocks
-    params = engine.params_class(temperature=0.0, max_tokens=6, min_tokens=6, logprobs=0)
+    # no min_tokens: the rollout engine returns processed log-probs, which min_tokens would renormalise
+    # without the end-of-sequence token
+    params = engine.params_class(temperature=0.0, max_tokens=6, logprobs=0)
 
     def decode():
         out = llm.generate([{"prompt_token_ids": prompt}], params, use_tqdm=False)[0].outputs[0]
@@ -113,8 +143,9 @@ def test_a_budget_the_context_cannot_hold_is_refused_before_the_engine_starts(mo
 
 
 def test_two_drgrpo_steps_with_backend_vllm(tmp_path, digits_source):
-    """With truncated importance sampling (``tis_cap: 2``); fp32 on both sides, the sampler-learner
-    gap logged each step is numerical noise: no token's weight is capped."""
+    """With truncated importance sampling (``tis_cap: 2``) at temperature 0.6; fp32 on both sides,
+    the sampler-learner gap logged each step is numerical noise: no token's weight is capped (with
+    the learner at T = 1 or vLLM's raw log-probs the gap was ~0.1 a token)."""
     values = {
         "model": vllm_tiny_model(tmp_path / "untied", tie=False),
         "backend": "vllm",
@@ -131,6 +162,7 @@ def test_two_drgrpo_steps_with_backend_vllm(tmp_path, digits_source):
         "save_optimizer": False,
         "lr": 1e-2,
         "tis_cap": 2.0,
+        "temperature": 0.6,
         "out": str(tmp_path / "run"),
     }
     torch.manual_seed(0)

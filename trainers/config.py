@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from harness.errors import UserError
 from harness.eval_config import EMBEDDED_MODEL
 from harness.run_config import Role, require, setting
+from trainers.config_checks import check_plateau_reading, check_sources, check_stages
 
 ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
 
@@ -72,6 +73,14 @@ class TrainConfig:
     temperature: float = setting(1.0, help="sampling temperature of rollouts", role=R, group=ROLLOUT)
     top_p: float = setting(1.0, help="nucleus sampling mass of rollouts, in (0, 1]", role=R, group=ROLLOUT)
     max_tokens: int = setting(64, help="new tokens per rollout sample at most", role=R, group=ROLLOUT)
+    prompt_max_length: int | None = setting(
+        None,
+        help="prompts longer than this many tokens lose their beginning (verl's truncation: left; the end, with "
+        "the template's assistant header, is kept)",
+        role=R,
+        group=ROLLOUT,
+        shown_default="no limit",
+    )
     rollout_batch_size: int = setting(32, help="hf backend: sequences per generation batch", role=R, group=ROLLOUT)
     backend: str = setting(
         "hf",
@@ -103,6 +112,13 @@ class TrainConfig:
     )
     max_gen_batches: int = setting(
         10, help="dynamic selection: generation batches per step at most (0 = no cap)", role=R, group=SELECT
+    )
+    dynamic_cap: str = setting(
+        "train",
+        help="dynamic selection when max_gen_batches runs out first: train (on the mixed groups found, fewer; "
+        "logged as selection_cap_hit) or stop (a one-line error, as verl's DAPO recipe)",
+        role=R,
+        group=SELECT,
     )
     math_policy: str | None = setting(
         None,
@@ -171,6 +187,13 @@ class TrainConfig:
         0.2, help="clip range below: ratios under 1 - eps_low are clipped (cispo: 1 = no bound)", role=P, group=LOSS
     )
     eps_high: float = setting(0.2, help="clip range above: ratios over 1 + eps_high are clipped", role=P, group=LOSS)
+    clip_ratio_c: float | None = setting(
+        None,
+        help="dual-clip PPO (verl's clip_ratio_c): with a negative advantage a token's loss is at most -c*A; > 1, "
+        "ppo_clip only, null = off",
+        role=P,
+        group=LOSS,
+    )
     beta: float = setting(
         0.0, help="weight of the k3 KL penalty to the reference model (0: no reference model)", role=P, group=LOSS
     )
@@ -181,6 +204,13 @@ class TrainConfig:
         role=R,
         group=LOSS,
         shown_default="all of a rollout step",
+    )
+    minibatch_shuffle: str = setting(
+        "rows",
+        help="rows: a seeded permutation of each rollout step's rows before they are cut into minibatches (oat; "
+        "every PPO epoch reuses it), none: in order (verl's actor)",
+        role=R,
+        group=LOSS,
     )
     micro_batch_size: int = setting(
         8, help="samples per forward/backward pass; gradients accumulate over a minibatch", role=R, group=LOSS
@@ -223,6 +253,7 @@ class TrainConfig:
     )
     eval_n: int = setting(1, help="evaluations: samples per problem (mean@n)", role=R, group=RUN)
     eval_temperature: float = setting(0.0, help="evaluations: sampling temperature (0 = greedy)", role=R, group=RUN)
+    eval_top_p: float = setting(1.0, help="evaluations: nucleus sampling mass, in (0, 1]", role=R, group=RUN)
     dtype: str = setting(
         "auto",
         help="master weights, gradients and AdamW state: float32, or auto (= float32 on every device); bfloat16 "
@@ -267,7 +298,8 @@ class TrainConfig:
         from trainers.advantages import ADVANTAGE_MODES, OVERLONG_MODES
         from trainers.losses import AGGREGATIONS, POLICY_LOSSES
         from trainers.precision import check_precision
-        from trainers.selection import SELECTIONS
+        from trainers.selection import DYNAMIC_CAPS, SELECTIONS
+        from trainers.update import MINIBATCH_SHUFFLES
 
         local = backend_names(local_only=True)
         checks = [
@@ -281,12 +313,29 @@ class TrainConfig:
                 "tis_cap corrects a separate sampler's numerics and needs backend: vllm (with hf the sampler is the "
                 "learner); add --set backend=vllm or drop tis_cap",
             ),
+            (
+                self.clip_ratio_c is None or (self.clip_ratio_c > 1 and self.policy_loss == "ppo_clip"),
+                "clip_ratio_c (dual clip) must be > 1 and needs policy_loss: ppo_clip, or null (off)",
+            ),
+            (self.minibatch_shuffle in MINIBATCH_SHUFFLES, f"minibatch_shuffle must be one of {MINIBATCH_SHUFFLES}"),
             (self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}"),
+            (self.dynamic_cap in DYNAMIC_CAPS, f"dynamic_cap must be one of {DYNAMIC_CAPS}"),
             (self.overlong in OVERLONG_MODES, f"overlong must be one of {OVERLONG_MODES}"),
             (
                 self.overlong != "soft" or 0 < self.overlong_cache <= self.max_tokens,
                 "overlong: soft needs 0 < overlong_cache <= max_tokens",
             ),
+            (
+                self.temperature > 0,
+                "temperature must be positive: rollouts sample from softmax(logits / temperature), and the loss "
+                "evaluates that policy (0 = greedy would give every sample of a group the same answer)",
+            ),
+            (0 < self.top_p <= 1, "top_p must be in (0, 1]"),
+            (
+                self.eval_temperature >= 0 and 0 < self.eval_top_p <= 1,
+                "eval_temperature must be >= 0 (0 = greedy) and eval_top_p in (0, 1]",
+            ),
+            (self.prompt_max_length is None or self.prompt_max_length >= 1, "prompt_max_length must be positive"),
             (self.group_size >= 2, "group_size must be at least 2 (group baselines need two samples)"),
             (
                 self.prompts_per_step >= 1 and self.max_tokens >= 1 and self.mu >= 1 and self.micro_batch_size >= 1,
@@ -322,57 +371,6 @@ class TrainConfig:
     def normaliser(self) -> float:
         """Dr. GRPO's constant: the generation budget unless set explicitly."""
         return float(self.loss_constant or self.max_tokens)
-
-
-def check_stages(stages: list[dict[str, Any]], check_data: bool = True) -> None:
-    """Stage dicts are well formed and every data source exists (a benchmark or a local file)."""
-    from trainers.curriculum import Stage
-
-    for data in stages:
-        if not isinstance(data, dict):
-            raise UserError(
-                f"bad training config: each stage is a mapping {{name, sources, until_step, ...}}, got {data!r}"
-            )
-        try:
-            stage = Stage.from_dict(data)
-        except ValueError as exc:
-            raise UserError(f"bad training config: {exc}") from None
-        check_sources(stage.sources, f"stage {stage.name!r}", check_data)
-
-
-def check_plateau_reading(stages: list[dict[str, Any]], selection: str) -> None:
-    """A reward plateau under ``history`` or ``dynamic`` selection needs a probe: both change
-    what the trained batch's reward measures (``trainers.curriculum``, "What a plateau reads")."""
-    from trainers.curriculum import Stage
-
-    if selection not in ("history", "dynamic"):
-        return
-    for data in stages:
-        stage = Stage.from_dict(data)
-        if stage.plateau_window and stage.probe_size is None:
-            raise UserError(
-                f"bad training config: stage {stage.name!r} switches on a reward plateau, but {selection} selection "
-                "changes what the batch reward measures (history resampling drops solved prompts, so the pool's "
-                "reward falls by itself); give the stage a fixed probe, e.g. probe_size: 128, probe_every: 10"
-            )
-
-
-def check_sources(names: Sequence[str], where: str, check_data: bool = True) -> None:
-    """Each name is a registered benchmark or an existing local data file (else one line saying
-    which; ``check_data=False`` lets a local file be absent)."""
-    from harness.benchmarks.sources import local_path
-
-    for name in names:
-        try:
-            path = local_path(name)
-        except UserError as exc:
-            raise UserError(f"bad training config: {where}: {exc}") from None
-        if check_data and path is not None and not path.exists():
-            raise UserError(
-                f"bad training config: {where} names {name}, which does not exist (put the data there, or name "
-                "yours with "
-                f'--set "stages=[{{name: main, sources: [FILE.jsonl]}}]" / --set train_source=FILE.jsonl)'
-            )
 
 
 def preset_names(algorithm: str) -> list[str]:

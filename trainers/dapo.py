@@ -10,10 +10,11 @@ plus the soft overlong punishment of eq. 13 (a linear penalty over the last L_ca
 budget, −1 beyond it) and no KL term. Here: ``loss_agg: token_mean``, ε_low = 0.2, ε_high = 0.28
 (clip-higher), ``selection: dynamic`` (over-sample generation batches of ``gen_prompts`` prompts,
 drop all-0/all-1 groups, refill until ``prompts_per_step`` groups, at most ``max_gen_batches``
-batches; verl raises when the cap is hit, we train on what was collected and log
-``selection_cap_hit``), ``overlong: soft`` with ``overlong_cache``, rewards (+1, −1). Published:
-AdamW lr 1e-6 with 20 warm-up steps, 512 prompts x 16 responses, mini-batch 512, max 20,480
-tokens with a 4,096-token cache (``presets/dapo/paper.yaml``).
+batches; when the cap is hit ``dynamic_cap`` decides: ``train`` on what was collected and log
+``selection_cap_hit``, or ``stop`` as verl's recipe raises — the ``paper`` preset's choice),
+``overlong: soft`` with ``overlong_cache``, rewards (+1, −1). Published: AdamW lr 1e-6
+with 20 warm-up steps, 512 prompts x 16 responses, mini-batch 512, max 20,480 tokens with a
+4,096-token cache (``presets/dapo/paper.yaml``).
 """
 
 from __future__ import annotations

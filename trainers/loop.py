@@ -35,7 +35,7 @@ from trainers.precision import Precision, compute_dtype_name, master_dtype_name
 from trainers.rollout import HFRollout, RolloutWorker
 from trainers.selection import make_selection, stage_seed
 from trainers.telemetry import LOG_FILE, TrainLog, rollout_metrics
-from trainers.update import UPDATE_METRICS, batch_logprobs, pack, policy_update
+from trainers.update import UPDATE_METRICS, batch_logprobs, minibatch_order, pack, policy_update
 
 
 def stage_pool(stage: Stage, math_policy: str | None = None) -> list:
@@ -108,6 +108,7 @@ def _stage_selection(cfg: TrainConfig, curriculum: Curriculum):
         stage_seed(cfg.seed, curriculum.index),
         gen_prompts=cfg.gen_prompts,
         max_gen_batches=cfg.max_gen_batches,
+        dynamic_cap=cfg.dynamic_cap,
     )
 
 
@@ -281,6 +282,7 @@ def _make_sampler(cfg: TrainConfig, model, tokenizer, template, instructions):
         cfg.top_p,
         cfg.rollout_batch_size,
         cfg.seed,
+        cfg.prompt_max_length,
     )
 
 
@@ -343,6 +345,10 @@ def train_step(
         prompts = [g.prompt_ids for g in groups for _ in g.completion_ids]
         with_logp = all(g.sampler_logp is not None for g in groups)
         sampled = [lp for g in groups for lp in g.sampler_logp] if with_logp else None
+        order = minibatch_order(cfg.minibatch_shuffle, cfg.seed, step, len(completions))
+        prompts, completions = [prompts[i] for i in order], [completions[i] for i in order]
+        advantages, keep = advantages[order], keep[order]
+        sampled = [sampled[i] for i in order] if sampled is not None else None
         ctx = distributed.context()
         shard = ctx.shard(len(groups)) if ctx else None  # this rank's rows, minibatch by minibatch
         if shard:
@@ -350,9 +356,9 @@ def train_step(
                 prompts, completions, advantages, keep, sampled
             )
         batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device, sampled)
-        batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size)
+        batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size, cfg.temperature)
         if reference is not None:
-            batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size)
+            batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size, cfg.temperature)
         learner = ctx.train_model if ctx else model
         metrics.update(policy_update(learner, optimizer, batch, cfg, precision or Precision(cfg, device), shard))
         metrics["reward_mean"] = float(rewards.mean())
@@ -400,6 +406,7 @@ def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler
             template=cfg.template,
             n=cfg.eval_n,
             temperature=cfg.eval_temperature,
+            top_p=cfg.eval_top_p,
             max_tokens=cfg.max_tokens,
             limit=cfg.eval_limit,
             policy=cfg.math_policy,

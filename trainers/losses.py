@@ -8,8 +8,10 @@ Per token (maximised objective, DeepSeekMath eq. 3; DAPO eq. 8 adds the asymmetr
     KL_t = exp(log π_ref − log π_θ) − (log π_ref − log π_θ) − 1       (k3, DeepSeekMath eq. 4)
 
 ``policy_loss`` chooses ℓ (``POLICY_LOSSES``; formulas and sources in ``policy_loss_terms``):
-``ppo_clip`` (above), ``gspo`` / ``gspo_token`` (one ratio per sequence) and ``cispo`` (a clipped,
-stop-gradient weight on log π). ε_low / ε_high are the clip range of whichever is chosen.
+``ppo_clip`` (above; with ``clip_ratio_c`` = c the dual clip of Ye et al. 2020 as verl has it:
+ℓ_t = min(ℓ_t, −c·Â) where Â < 0), ``gspo`` / ``gspo_token`` (one ratio per sequence, its log
+capped at 10 as verl caps it) and ``cispo`` (a clipped, stop-gradient weight on log π). ε_low /
+ε_high are the clip range of whichever is chosen.
 
 Aggregation of ℓ over a (mini)batch of S responses with masks m (|o_s| = Σ_t m_{s,t}):
 
@@ -51,13 +53,27 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, constant: flo
 
 
 def ppo_clip_terms(
-    logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, eps_low: float = 0.2, eps_high: float = 0.2
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    clip_ratio_c: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """Per-token clipped-surrogate loss and clip indicators; ``advantages`` is per sequence (S,)
     or per token (S, T). ``clip_low`` marks tokens whose ratio is clipped at 1 − ε_low with a
-    negative advantage, ``clip_high`` at 1 + ε_high with a positive one (where clipping bites)."""
+    negative advantage, ``clip_high`` at 1 + ε_high with a positive one (where clipping bites).
+
+    ``clip_ratio_c`` (dual-clip PPO, Ye et al. 2020, arXiv 1912.09729; verl's ``clip_ratio_c``,
+    10 in its DAPO recipe): with Â < 0 the loss is capped at −c·Â, so a token whose ratio ran far
+    above 1 stops pushing (no gradient past r = c). None: off (verl applies 3 by default)."""
     ratio = torch.exp(logp - old_logp)
-    return {**clipped_surrogate(ratio, _per_token(advantages), eps_low, eps_high), "ratio": ratio}
+    advantages = _per_token(advantages)
+    terms = clipped_surrogate(ratio, advantages, eps_low, eps_high)
+    if clip_ratio_c is not None:
+        capped = torch.minimum(terms["loss"], -clip_ratio_c * advantages)
+        terms["loss"] = torch.where(advantages < 0, capped, terms["loss"])
+    return {**terms, "ratio": ratio}
 
 
 def clipped_surrogate(
@@ -81,11 +97,18 @@ def _per_token(advantages: torch.Tensor) -> torch.Tensor:
     return advantages[:, None] if advantages.dim() == 1 else advantages
 
 
+#: GSPO's log sequence ratio is capped here (verl's ``compute_policy_loss_gspo``, "for numerical
+#: stability"): above it the value stays e^10 and the gradient is zero (TRL does not cap)
+GSPO_LOG_RATIO_CAP = 10.0
+
+
 def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """log s_i = (1/|o_i|) Σ_t m_t (log π_θ(o_t) − log π_old(o_t)), one per sequence (S,): GSPO's
-    length-normalised sequence ratio in log space (an empty sequence has s = 1)."""
+    length-normalised sequence ratio in log space (an empty sequence has s = 1), capped at
+    ``GSPO_LOG_RATIO_CAP``."""
     mask = mask.float()
-    return ((logp - old_logp) * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+    log_ratio = ((logp - old_logp) * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+    return log_ratio.clamp(max=GSPO_LOG_RATIO_CAP)
 
 
 def gspo_terms(
@@ -120,10 +143,17 @@ def gspo_token_terms(
 ) -> dict[str, torch.Tensor]:
     """GSPO-token (same paper, Sec. 4.3, s_{i,t} eq. 14): s_{i,t} = sg[s_i] · π_θ(o_t)/sg[π_θ(o_t)],
     ℓ_t = −min(s_{i,t} Â_{i,t}, clip(s_{i,t}, 1−ε_low, 1+ε_high) Â_{i,t}). s_{i,t} has the value of
-    s_i and the gradient of token t's own log-probability, so per-token advantages are possible;
-    with one advantage per sequence it equals ``gspo`` in value and gradient under every
-    aggregation (each weighs a sequence's tokens alike)."""
-    ratio = torch.exp(sequence_log_ratio(logp, old_logp, mask).detach()[:, None] + logp - logp.detach())
+    s_i and the gradient of token t's own log-probability, so per-token advantages are possible.
+    With one advantage per sequence it equals ``gspo`` in value and gradient under every
+    aggregation (each weighs a sequence's tokens alike) as long as every token of a sequence
+    carries the same weight. Per-token weights break it: with ``tis_cap`` the value is the same,
+    but gspo spreads token t's weight over the whole sequence's log-probs (through s_i) while
+    gspo_token keeps it on token t's own (verl's ``gspo`` is this form). Above the cap on log s_i
+    (``GSPO_LOG_RATIO_CAP``, as verl caps s_{i,t}) the gradient is zero."""
+    log_ratio = sequence_log_ratio(logp, old_logp, mask)
+    capped = (log_ratio >= GSPO_LOG_RATIO_CAP)[:, None]
+    own = torch.where(capped, torch.zeros_like(logp), logp - logp.detach())
+    ratio = torch.exp(log_ratio.detach()[:, None] + own)
     return clipped_surrogate(ratio, _per_token(advantages), eps_low, eps_high)
 
 
@@ -155,12 +185,14 @@ def policy_loss_terms(
     mask: torch.Tensor,
     eps_low: float,
     eps_high: float,
+    clip_ratio_c: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """Per-token loss ``loss`` and clip indicators ``clip_low`` / ``clip_high`` (S, T), zero
-    outside ``mask``, of the policy loss ``name`` (one of ``POLICY_LOSSES``). Each depends only
-    on a sequence's own tokens: micro-batches of whole sequences cannot change it."""
+    outside ``mask``, of the policy loss ``name`` (one of ``POLICY_LOSSES``; ``clip_ratio_c``:
+    ``ppo_clip``'s dual clip). Each depends only on a sequence's own tokens: micro-batches of
+    whole sequences cannot change it."""
     if name == "ppo_clip":
-        terms = ppo_clip_terms(logp, old_logp, advantages, eps_low, eps_high)
+        terms = ppo_clip_terms(logp, old_logp, advantages, eps_low, eps_high, clip_ratio_c)
     elif name == "gspo":
         terms = gspo_terms(logp, old_logp, advantages, mask, eps_low, eps_high)
     elif name == "gspo_token":
@@ -241,11 +273,17 @@ def completion_logprobs(
     attention_mask: torch.Tensor,
     completion_mask: torch.Tensor,
     with_entropy: bool = False,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log π(token) for every position (aligned with ``input_ids``; only ``completion_mask``
+    """log π_T(token) for every position (aligned with ``input_ids``; only ``completion_mask``
     positions matter, the others are 0) and optionally the policy entropy there. The vocabulary
     projection runs only from the first completion column on (``logits_to_keep``): prompt
-    positions would cost a full-vocabulary softmax each and never enter the loss."""
+    positions would cost a full-vocabulary softmax each and never enter the loss.
+
+    ``temperature``: the rollouts' sampling temperature T. The samples come from
+    softmax(logits / T), so that is the policy whose ratios, clip, TIS weights and KL the loss
+    needs (oat's ``get_batch_logps`` and verl's actor divide the logits the same way); at T = 1
+    it is the model's own distribution."""
     length = input_ids.shape[1]
     columns = torch.nonzero(completion_mask.any(dim=0)).flatten()
     first = max(1, int(columns[0]) if len(columns) else length - 1)
@@ -254,6 +292,8 @@ def completion_logprobs(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=length - first + 1
     )
     logits = out.logits[:, :-1, :].float()  # predicts the tokens at columns first .. length-1
+    if temperature != 1.0:
+        logits = logits / temperature
     targets = input_ids[:, first:]
     logsumexp = torch.logsumexp(logits, dim=-1)
     logp = torch.gather(logits, -1, targets[..., None]).squeeze(-1) - logsumexp

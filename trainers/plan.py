@@ -71,12 +71,14 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
             "gen_prompts": gen_prompts,
             "gen_samples_per_batch": gen_prompts * cfg.group_size if dynamic else None,
             "max_gen_batches": cfg.max_gen_batches if dynamic else None,
+            "dynamic_cap": cfg.dynamic_cap if dynamic else None,
             "max_samples_generated": (
                 (gen_prompts * cfg.group_size * cfg.max_gen_batches if cfg.max_gen_batches > 0 else None)
                 if dynamic
                 else rows
             ),
             "max_tokens": cfg.max_tokens,
+            "prompt_max_length": cfg.prompt_max_length,
             "temperature": cfg.temperature,
             "top_p": cfg.top_p,
         },
@@ -84,6 +86,7 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
             "rows": rows,
             "minibatch_size": size,
             "minibatch_unit": "rows (samples)",
+            "minibatch_shuffle": cfg.minibatch_shuffle,
             "minibatches_per_pass": per_pass,
             "mu": cfg.mu,
             "optimizer_steps_per_rollout": cfg.mu * per_pass,
@@ -102,6 +105,7 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
             "advantage_formula": ADVANTAGE_TEXT[cfg.advantage].format(eps=cfg.std_eps),
             "eps_low": cfg.eps_low,
             "eps_high": cfg.eps_high,
+            "clip_ratio_c": cfg.clip_ratio_c,
             "beta": cfg.beta,
             "kl": f"k3 to the reference model, weight {cfg.beta:g}" if cfg.beta else "none (no reference model)",
             "tis_cap": getattr(cfg, "tis_cap", None),
@@ -143,6 +147,7 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
             "eval_benchmarks": list(cfg.eval_benchmarks),
             "eval_n": cfg.eval_n,
             "eval_temperature": cfg.eval_temperature,
+            "eval_top_p": cfg.eval_top_p,
             "save_every": cfg.save_every,
             "seed": cfg.seed,
         },
@@ -327,7 +332,8 @@ def format_plan(plan: dict[str, Any]) -> str:
     add(
         "rollout",
         f"{r['prompts_per_step']:,} prompts x {r['group_size']} samples = {r['samples_per_step']:,} samples per step, "
-        f"up to {r['max_tokens']:,} new tokens each (temperature {_num(r['temperature'])}, top_p {_num(r['top_p'])})",
+        f"up to {r['max_tokens']:,} new tokens each (temperature {_num(r['temperature'])}, top_p {_num(r['top_p'])})"
+        + (f"; prompts cut on the left to {r['prompt_max_length']:,} tokens" if r["prompt_max_length"] else ""),
     )
     if r["selection"] == "dynamic":
         cap = (
@@ -338,14 +344,16 @@ def format_plan(plan: dict[str, Any]) -> str:
         add(
             "selection",
             f"dynamic: generation batches of {r['gen_prompts']:,} prompts ({r['gen_samples_per_batch']:,} samples), "
-            f"{cap}; groups with all-equal rewards dropped until {r['prompts_per_step']:,} remain",
+            f"{cap}; groups with all-equal rewards dropped until {r['prompts_per_step']:,} remain; out of batches: "
+            + ("stop the run (verl)" if r["dynamic_cap"] == "stop" else "train on the groups found"),
         )
     else:
         add("selection", SELECTION_TEXT.get(r["selection"], r["selection"]))
     add(
         "update",
         f"mu {u['mu']} x ceil({u['rows']:,} rows / mini-batch {u['minibatch_size']:,} rows) = "
-        f"{u['optimizer_steps_per_rollout']} optimizer step(s) per rollout",
+        f"{u['optimizer_steps_per_rollout']} optimizer step(s) per rollout; rows "
+        + ("in a seeded permutation per step (oat)" if u["minibatch_shuffle"] == "rows" else "in order (verl)"),
     )
     add(
         "accumulation",
@@ -361,7 +369,8 @@ def format_plan(plan: dict[str, Any]) -> str:
     tis = f", TIS cap {loss['tis_cap']:g}" if loss.get("tis_cap") else ""
     add("loss", f"{loss['policy_loss']}{tis}, {loss['loss_agg']}: divides by {loss['divides_by']}")
     add("advantage", f"{loss['advantage']}: {loss['advantage_formula']}")
-    add("clip", f"eps_low {_num(loss['eps_low'])}, eps_high {_num(loss['eps_high'])}")
+    dual = f", dual clip c {_num(loss['clip_ratio_c'])}" if loss["clip_ratio_c"] else ""
+    add("clip", f"eps_low {_num(loss['eps_low'])}, eps_high {_num(loss['eps_high'])}{dual}")
     add("KL", f"beta {_num(loss['beta'])}: {loss['kl']}")
     add(
         "lr",
@@ -386,7 +395,8 @@ def format_plan(plan: dict[str, Any]) -> str:
         f"{run['max_steps']:,} steps"
         + (f" or {run['max_generations']:,} generations" if run["max_generations"] else "")
         + f"; eval every {run['eval_every'] or '-'} ({', '.join(run['eval_benchmarks'])}, n {run['eval_n']}, "
-        f"temperature {_num(run['eval_temperature'])}); save every {run['save_every'] or 'end only'}",
+        f"temperature {_num(run['eval_temperature'])}, top_p {_num(run['eval_top_p'])}); "
+        f"save every {run['save_every'] or 'end only'}",
     )
     lines += _device_lines(dev)
     width = max(len(k) for k, _ in lines[1:]) + 2

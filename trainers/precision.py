@@ -17,7 +17,8 @@ Settings (``TrainConfig``):
   reference model under ``torch.autocast`` (matmuls in the low dtype; softmax, norms and
   reductions in float32, per torch's autocast op lists); ``auto`` / ``float32`` run in the
   master dtype, no autocast. ``float16`` has a narrow exponent range and gets a loss scaler
-  (``torch.amp.GradScaler``); ``bfloat16`` has float32's range and needs none.
+  (``torch.amp.GradScaler``; under FSDP2 torch's ``ShardedGradScaler``, ``loss_scaler``);
+  ``bfloat16`` has float32's range and needs none.
 
 What runs under autocast: ``Precision.wrap`` wraps the model's ``forward``, so every call of it
 does: sampling with ``backend: hf``, the old log-probs, the reference log-probs and the update's
@@ -81,6 +82,25 @@ def check_precision(dtype: str, compute_dtype: str) -> None:
         )
 
 
+def loss_scaler(cfg: Any, device_type: str) -> Any:
+    """float16's loss scaler. Under FSDP2 (``parallel: fsdp`` in a torchrun world) torch's
+    ``ShardedGradScaler``: each rank holds a shard of the gradients, so an overflow one rank sees
+    must skip the step on every rank (it all-reduces ``found_inf``; a plain ``GradScaler`` would
+    let the ranks disagree and their shards drift apart). DDP's gradients are all-reduced
+    before the check, so every rank already sees the same overflow."""
+    import torch
+
+    if (
+        getattr(cfg, "parallel", None) == "fsdp"
+        and torch.distributed.is_available()
+        and torch.distributed.is_initialized()
+    ):
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+        return ShardedGradScaler(device_type)
+    return torch.amp.GradScaler(device_type)
+
+
 class Precision:
     """One run's precision: autocast around forward passes, the float16 loss scaler, the state
     a checkpoint keeps. ``backward`` / ``unscale`` / ``step`` are plain calls in full precision."""
@@ -92,7 +112,7 @@ class Precision:
         self.compute = getattr(torch, self.compute_name)
         self.device_type = str(device).split(":")[0]
         self.autocast = self.compute_name != self.master_name
-        self.scaler = torch.amp.GradScaler(self.device_type) if self.compute_name == "float16" else None
+        self.scaler = loss_scaler(cfg, self.device_type) if self.compute_name == "float16" else None
 
     def wrap(self, model: Any) -> Any:
         """Run ``model``'s every forward under autocast (in place; a no-op in full precision).

@@ -27,8 +27,9 @@ from trainers.live_progress import report_rollout
 class PromptCache:
     """Token ids of each problem's rendered prompt (template + instruction), encoded once."""
 
-    def __init__(self, tokenizer: Any, template: Any, instruction_of: dict[str, str]):
+    def __init__(self, tokenizer: Any, template: Any, instruction_of: dict[str, str], max_length: int | None = None):
         self.tokenizer, self.template, self.instruction_of = tokenizer, template, instruction_of
+        self.max_length = max_length  # longer prompts keep their last max_length tokens (verl's left truncation)
         self._ids: dict[str, list[int]] = {}
 
     def __call__(self, problem: Problem) -> list[int]:
@@ -36,7 +37,8 @@ class PromptCache:
 
         if problem.id not in self._ids:
             rendered = render(self.template, problem.question, self.instruction_of.get(problem.benchmark, ""))
-            self._ids[problem.id] = encode_prompt(self.tokenizer, rendered)[1]
+            ids = encode_prompt(self.tokenizer, rendered)[1]
+            self._ids[problem.id] = ids[-self.max_length :] if self.max_length else ids
         return self._ids[problem.id]
 
 
@@ -73,13 +75,14 @@ class HFRollout:
         top_p: float,
         batch_size: int,
         seed: int,
+        prompt_max_length: int | None = None,
     ):
         self.model, self.tokenizer, self.template = model, tokenizer, template
         self.instruction_of = instruction_of
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.batch_size, self.seed = batch_size, seed
         self.eos = eos_token_ids(model, tokenizer)
-        self.prompt = PromptCache(tokenizer, template, instruction_of)
+        self.prompt = PromptCache(tokenizer, template, instruction_of, prompt_max_length)
 
     def sample(
         self, problems: Sequence[Problem], group_size: int, step: int

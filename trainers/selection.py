@@ -5,6 +5,9 @@
 * ``dynamic`` — DAPO dynamic sampling (DAPO Sec. 3.2, Algorithm 1): over-sample generation
   batches, drop groups whose accuracy is exactly 0 or 1, keep filling until B informative groups
   are collected (surplus trimmed), at most ``max_gen_batches`` generation batches per step.
+  When the cap comes first, ``dynamic_cap`` decides: ``train`` (the default) trains on the
+  informative groups found, fewer than B, and logs ``selection_cap_hit``; ``stop`` ends the run
+  with a one-line error, as verl's DAPO recipe raises (the DAPO ``paper`` preset).
 * ``history`` — SRPO history resampling (SRPO Sec. on HR): no filtering inside an epoch; every
   rollout's correctness is recorded, and at the epoch boundary prompts whose rollouts were all
   correct leave the pool for the rest of the stage, while mixed and all-wrong prompts stay. A
@@ -20,9 +23,11 @@ import random
 from typing import Any, Callable, Sequence
 
 from harness.benchmarks.problems import Problem
+from harness.errors import UserError
 
 Rollout = Callable[[Sequence[Problem], int], list]
 SELECTIONS = ("uniform", "dynamic", "history")
+DYNAMIC_CAPS = ("train", "stop")
 
 
 class PromptStream:
@@ -89,11 +94,18 @@ class DynamicSampling(UniformSelection):
     name = "dynamic"
 
     def __init__(
-        self, pool: Sequence[Problem], seed: int, gen_prompts: int | None = None, max_gen_batches: int = 10, **_: Any
+        self,
+        pool: Sequence[Problem],
+        seed: int,
+        gen_prompts: int | None = None,
+        max_gen_batches: int = 10,
+        dynamic_cap: str = "train",
+        **_: Any,
     ):
         super().__init__(pool, seed)
         self.gen_prompts = gen_prompts
         self.max_gen_batches = max_gen_batches
+        self.dynamic_cap = dynamic_cap
 
     def next_groups(self, rollout: Rollout, prompts: int, step: int) -> tuple[list, dict[str, Any]]:
         kept: list = []
@@ -104,6 +116,12 @@ class DynamicSampling(UniformSelection):
             generated += len(groups)
             kept += [g for g in groups if 0.0 < g.accuracy < 1.0]
         stats = {"generation_batches": batches, "prompts_generated": generated, "cap_hit": len(kept) < prompts}
+        if stats["cap_hit"] and self.dynamic_cap == "stop":
+            raise UserError(
+                f"step {step}: dynamic sampling found {len(kept)} of {prompts} groups with mixed rewards in {batches} "
+                "generation batches (max_gen_batches); dynamic_cap: stop ends the run here, as verl's DAPO recipe "
+                "does: raise max_gen_batches, or set dynamic_cap: train to train on the groups found"
+            )
         return kept[:prompts], stats
 
 

@@ -74,8 +74,29 @@ def pack(
     )
 
 
+MINIBATCH_SHUFFLES = ("rows", "none")
+
+
+def minibatch_order(shuffle: str, seed: int, step: int, rows: int) -> list[int]:
+    """The order a rollout step's rows are cut into minibatches in. ``rows``: a permutation of the
+    step's rows, as oat's learning step draws one over its buffer (``np.random.permutation``) —
+    seeded by (run seed, step) alone, so a resumed run draws the same one with no RNG state, and
+    every torchrun rank the same one (the split into ranks follows it, so each optimizer step
+    still sees the single-process minibatch). oat draws a new one per PPO epoch; here every
+    epoch (μ > 1) reuses the step's. ``none``: in order (verl's actor, ``shuffle: false``)."""
+    if shuffle == "none":
+        return list(range(rows))
+    if shuffle != "rows":
+        raise ValueError(f"unknown minibatch_shuffle {shuffle!r}; choose from {MINIBATCH_SHUFFLES}")
+    from harness.backends.base import sample_seed
+
+    generator = torch.Generator().manual_seed(sample_seed(seed, f"minibatches:step{step}", 0))
+    return torch.randperm(rows, generator=generator).tolist()
+
+
 @torch.no_grad()
-def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int) -> torch.Tensor:
+def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int, temperature: float = 1.0) -> torch.Tensor:
+    """Per-token log-probs of the batch at the sampling temperature (old and reference policies)."""
     was_training = model.training
     model.eval()
     try:
@@ -85,6 +106,7 @@ def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int) -> torch.Te
                 batch.input_ids[i : i + micro],
                 batch.attention_mask[i : i + micro],
                 batch.completion_mask[i : i + micro],
+                temperature=temperature,
             )[0]
             for i in range(0, batch.input_ids.shape[0], micro)
         ]
@@ -114,7 +136,8 @@ def policy_update(
     precision: Precision = FULL,
     shard: Any = None,
 ) -> dict[str, Any]:
-    """μ passes over the batch in minibatches (in order, no shuffling, as oat does). With
+    """μ passes over the batch in minibatches, in the batch's row order (the caller shuffles:
+    ``minibatch_order``). With
     ``cfg.tis_cap`` and sampler log-probs, each token's policy loss is multiplied by its truncated
     importance weight (computed once, before the update; no gradient). ``precision`` scales the
     loss under float16 compute (autocast itself is in the model's forward). Under torchrun
@@ -145,10 +168,17 @@ def policy_update(
                     shard.sync_gradients(model, m.stop == mb.stop)
                 mask = batch.completion_mask[m]
                 logp, entropy = completion_logprobs(
-                    model, batch.input_ids[m], batch.attention_mask[m], mask, with_entropy=True
+                    model, batch.input_ids[m], batch.attention_mask[m], mask, True, cfg.temperature
                 )
                 terms = policy_loss_terms(
-                    cfg.policy_loss, logp, batch.old_logp[m], batch.advantages[m], mask, cfg.eps_low, cfg.eps_high
+                    cfg.policy_loss,
+                    logp,
+                    batch.old_logp[m],
+                    batch.advantages[m],
+                    mask,
+                    cfg.eps_low,
+                    cfg.eps_high,
+                    cfg.clip_ratio_c,
                 )
                 per_token = terms["loss"] if tis is None else terms["loss"] * tis[m]
                 reference = batch.ref_logp[m] if batch.ref_logp is not None else batch.old_logp[m]

@@ -9,9 +9,13 @@ the checkpoint, or ``cfg.max_model_len``); each request may take ``max_tokens`` 
 to what the context leaves, the rule the hf sampler and the eval backends follow, and a run
 whose budget alone exceeds the context is refused before anything starts. Each sample has its
 own seed, as in the hf path. ``sample(..., logprobs=True)`` also returns vLLM's log-prob of every
-sampled token (``SamplingParams(logprobs=0)``: the chosen token's only; vLLM's default
-``logprobs_mode`` is ``raw_logprobs``, the model's log-softmax before temperature and top-p, the
-quantity the learner's ``completion_logprobs`` computes). A test proves with them that generation
+sampled token (``SamplingParams(logprobs=0)``: the chosen token's only). The engine starts with
+``logprobs_mode="processed_logprobs"``: the log-softmax of the distribution the token was drawn
+from (logits / temperature, then top-k / top-p), not vLLM's default ``raw_logprobs`` (before
+temperature), so at temperature T they are what the learner's ``completion_logprobs(...,
+temperature=T)`` computes. With ``top_p < 1`` they are renormalised over the nucleus, which the
+learner (as oat's and verl's) does not do: the logged gap and the TIS weights then include the
+nucleus truncation, the true sampler/learner ratio of the drawn tokens. A test proves with them that generation
 runs on the synced weights, and the trainer asks for them every step (``RolloutWorker(...,
 logprobs=True)``) to log the sampler-learner gap and weight tokens for ``tis_cap``.
 """
@@ -63,12 +67,13 @@ class VLLMRollout:
             gpu_memory_utilization=getattr(cfg, "gpu_memory_utilization", 0.35),
             kv_cache_gb=getattr(cfg, "kv_cache_gb", None),
             enforce_eager=True,
+            logprobs_mode="processed_logprobs",  # at the sampling temperature (module docstring)
         )
         from vllm import SamplingParams
 
         self.params_class = SamplingParams
         self.device, self.max_len = device, engine_max_len(self.llm)
-        self.prompt = PromptCache(tokenizer, template, instruction_of)
+        self.prompt = PromptCache(tokenizer, template, instruction_of, cfg.prompt_max_length)
         self.sync(model)  # a resumed run's weights, not the base checkpoint's
 
     def sample(

@@ -121,10 +121,13 @@ def start_engine(
     enforce_eager: bool = False,
     in_process: bool = True,
     tensor_parallel_size: int = 1,
+    logprobs_mode: str | None = None,
 ) -> Any:
     """A ``vllm.LLM``. On a CPU the KV cache is ``kv_cache_gb`` (default 1 GiB) instead of a
     fraction of RAM, and execution is eager (vLLM's CPU graphs are not used). ``in_process``
-    keeps the engine core in this process (needed to push weights by reference)."""
+    keeps the engine core in this process (needed to push weights by reference).
+    ``logprobs_mode``: what returned log-probs are (vLLM's engine argument; None keeps its
+    default ``raw_logprobs``, the model's log-softmax before temperature and top-p)."""
     vllm, device = require_vllm(device)
     kwargs: dict[str, Any] = {
         "model": model_path,
@@ -135,6 +138,8 @@ def start_engine(
     }
     if max_model_len:
         kwargs["max_model_len"] = max_model_len
+    if logprobs_mode:
+        kwargs["logprobs_mode"] = logprobs_mode
     if device == "cpu":
         kwargs["kv_cache_memory_bytes"] = int((kv_cache_gb or DEFAULT_CPU_KV_CACHE_GB) * (1 << 30))
         # A prompt split across steps discards the sample drawn on its first part and rewinds that
