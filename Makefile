@@ -9,7 +9,7 @@ GPU_VENV := .venv-gpu
 GPU_PY := $(GPU_VENV)/bin/python
 GPU_STAMP := $(GPU_VENV)/.installed
 
-.PHONY: install install-gpu demo lint test test-all test-slow test-gpu bench bench-generation clean
+.PHONY: install install-gpu demo docs lint test test-all test-slow test-gpu bench bench-generation clean
 
 install: $(STAMP)
 
@@ -27,6 +27,10 @@ $(STAMP): pyproject.toml Makefile
 
 demo: install
 	$(VENV)/bin/rlvr demo
+
+# The documentation site (docs/ + mkdocs.yml), strict: a broken link or an unlisted page fails it.
+docs: install
+	$(VENV)/bin/mkdocs build --strict --quiet
 
 lint: install
 	$(VENV)/bin/ruff check sandbox harness trainers tests benchmarks

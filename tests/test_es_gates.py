@@ -379,10 +379,12 @@ def test_table_shows_the_mde_and_head_to_head_beside_every_comparison(script):
 def test_the_readme_equal_budget_command_resolves_to_the_papers_sigmas_and_the_1k_test(script):
     import shlex
 
+    from doc_pages import doc_text
+
     from trainers.config import parse_overrides
     from trainers.es_loop import load_splits
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = doc_text()
     command = "--equal-budget" + text.split("python benchmarks/learn_cpu_es.py --equal-budget", 1)[1].split("\n\n")[0]
     args = script.build_parser().parse_args(shlex.split(command.replace("\\\n", " ")))
     assert args.equal_budget and args.resume and args.corp_population == 50

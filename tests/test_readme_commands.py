@@ -1,4 +1,4 @@
-"""Every example command in the README and in the ``--help`` texts goes through the real parser,
+"""Every example command in the README, the docs/ pages and the ``--help`` texts goes through the real parser,
 and the ``rlvr train`` / ``rlvr eval`` ones through config resolution too (types, presets,
 stages, data sources): an example a user copies never dies on its settings."""
 
@@ -6,7 +6,7 @@ import re
 import shlex
 
 import pytest
-from conftest import ROOT
+from doc_pages import doc_text, fenced_blocks
 
 from harness.cli import build_parser
 from harness.config import resolve_config
@@ -28,9 +28,8 @@ def _joined_lines(block: str) -> list[str]:
 
 
 def _readme_examples() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
     commands = []
-    for language, block in re.findall(r"```([a-z]*)\n(.*?)```", text, flags=re.S):
+    for _, language, _, block in fenced_blocks():
         if language == "text":  # a program's output, not a command to run
             continue
         commands += [line for line in map(_after_torchrun, _joined_lines(block)) if line.startswith("rlvr ")]
@@ -102,19 +101,8 @@ def test_example_parses_and_resolves(command, tmp_path, monkeypatch):
 
 # ---- every README code block that can run here, run, and what it shows compared ---------------------------
 def readme_blocks() -> list[tuple[str, int, str]]:
-    """``(language, first line, text)`` of every fenced block (fences at the start of a line)."""
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    blocks, current, lang, start = [], None, "", 0
-    for number, line in enumerate(lines, 1):
-        if line.startswith("```"):
-            if current is None:
-                current, lang, start = [], line[3:].strip(), number + 1
-            else:
-                blocks.append((lang, start, "\n".join(current) + "\n"))
-                current = None
-        elif current is not None:
-            current.append(line)
-    return blocks
+    """``(language, first line, text)`` of every fenced block of the README and the docs/ pages."""
+    return [(lang, start, text) for _, lang, start, text in fenced_blocks()]
 
 
 #: Python blocks that cannot run here as they stand (the block's first line -> why).
@@ -202,11 +190,11 @@ def run_shown(source: str, prelude: str = "") -> tuple[dict[int, object], dict[i
     return shown, got
 
 
-PYTHON_BLOCKS = [(start, text) for lang, start, text in readme_blocks() if lang == "python"]
+PYTHON_BLOCKS = [(page, start, text) for page, lang, start, text in fenced_blocks() if lang == "python"]
 
 
-@pytest.mark.parametrize("start, text", PYTHON_BLOCKS, ids=[f"README.md:{s}" for s, _ in PYTHON_BLOCKS])
-def test_readme_python_block_runs_and_shows_what_it_says(start, text):
+@pytest.mark.parametrize("page, start, text", PYTHON_BLOCKS, ids=[f"{p}:{s}" for p, s, _ in PYTHON_BLOCKS])
+def test_readme_python_block_runs_and_shows_what_it_says(page, start, text):
     first = text.splitlines()[0]
     skip = next((reason for key, reason in PYTHON_SKIP.items() if first.startswith(key)), None)
     if skip:
@@ -214,7 +202,7 @@ def test_readme_python_block_runs_and_shows_what_it_says(start, text):
     prelude = next((code for key, code in PYTHON_PRELUDE.items() if first.startswith(key)), "")
     shown, got = run_shown(text, prelude)
     for line, value in shown.items():
-        assert got.get(line) == value, f"README.md:{start + line - 1} shows {value!r}; it gives {got.get(line)!r}"
+        assert got.get(line) == value, f"{page}:{start + line - 1} shows {value!r}; it gives {got.get(line)!r}"
 
 
 def test_the_readme_block_runner_compares_what_a_block_shows():
@@ -237,6 +225,7 @@ SHELL_SKIP = (
     ("rlvr train ", "trains a model (minutes); parsed and resolved above; tests/test_trainers_e2e.py trains"),
     ("rlvr ablate ", "one evaluation per template (minutes); parsed above; tests/test_templates.py"),
     ("rlvr serve", "a server that runs until stopped; tests/test_server.py starts one"),
+    ("curl ", "a request to a running `rlvr serve`: test_curl_requests_get_what_they_show sends each to the app"),
     (
         "torchrun ",
         "launches one training process per GPU; its `rlvr train` part is parsed, resolved and planned above, and "
@@ -256,6 +245,33 @@ def _shell_lines() -> list[str]:
 
 SHELL_LINES = _shell_lines()
 SHELL_RUN = [c for c in SHELL_LINES if not any(c.startswith(prefix) for prefix, _ in SHELL_SKIP)]
+
+
+def test_curl_requests_get_what_they_show():
+    """Each documented ``curl`` request, sent to the real application, answers 200 with the
+    fields its comment line shows (``# {"results":[{"id":1,"correct":true,...}]...}``)."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from sandbox.server import ServerConfig, create_app
+
+    requests = []
+    for _, lang, _, text in fenced_blocks():
+        lines = text.splitlines()
+        for index, line in enumerate(lines):
+            if lang == "bash" and line.startswith("curl "):
+                path, body = re.fullmatch(r"curl -s \S+?(/\S+) -d '(.*)'", line).groups()
+                shown = lines[index + 1][2:] if index + 1 < len(lines) and lines[index + 1].startswith("# ") else ""
+                requests.append((path, body, shown))
+    assert requests
+    with TestClient(create_app(ServerConfig(workers=1))) as client:
+        for path, body, shown in requests:
+            reply = client.post(path, content=body)
+            assert reply.status_code == 200, reply.text
+            got = json.dumps(reply.json(), separators=(",", ":"))
+            for part in re.findall(r'"[a-z_]+":[^,{}\[\]]+', shown):  # each shown "key":value
+                assert part in got, (part, got)
 
 
 def test_every_readme_shell_line_is_run_or_skipped_with_a_reason():
@@ -295,8 +311,7 @@ def test_readme_shell_line_runs_here(command, workspace, capsys):
     assert code == 0, f"{command}\n{err}"
     if command.startswith("rlvr grade "):
         # the README shows the summary line of a larger file: the same line, other numbers
-        text = (ROOT / "README.md").read_text(encoding="utf-8")
-        shown = re.search(r"^graded \d+ rows: .*$", text, flags=re.M)[0]
+        shown = re.search(r"^graded \d+ rows: .*$", doc_text(), flags=re.M)[0]
         shape = re.sub(r"\d+(\.\d+)?", r"\\d+(\\.\\d+)?", re.escape(shown).replace("\\ ", " "))
         shape = shape.replace(", unparseable \\d+(\\.\\d+)?", "(, [a-z_]+ \\d+)*")
         assert re.fullmatch(shape, out.strip().splitlines()[-1]), (shown, out)
@@ -305,7 +320,7 @@ def test_readme_shell_line_runs_here(command, workspace, capsys):
 def test_readme_benchmark_sizes_are_what_rlvr_benchmarks_says():
     from harness.benchmarks.registry import all_benchmarks, load_problems
 
-    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    text = " ".join(doc_text().split())
     section = text[text.index("**Benchmarks** (`rlvr benchmarks`") :][:1500]
     claimed = dict(re.findall(r"`([a-z0-9_]+)` \((\d+)", section))
     assert len(claimed) >= 12

@@ -103,11 +103,13 @@ def test_samples_frame_and_the_leaderboard_parquet(two_runs):
 
 @pytest.mark.slow
 def test_the_readme_example_runs_as_written(two_runs, monkeypatch, capsys):
-    text = (ROOT / "README.md").read_text()
+    from doc_pages import doc_text
+
+    text = doc_text()
     section = text[text.index("### Analyse results") :]
     code = re.search(r"```python\n(.*?)```", section, flags=re.S)[1]
     monkeypatch.chdir(two_runs)
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/evaluation.md", "exec"), {})
     out = capsys.readouterr().out
     assert "chat" in out and "no_template" in out and "points over 6 problems" in out
     assert (two_runs / "templates.png").stat().st_size > 0

@@ -494,11 +494,12 @@ def test_help_texts_show_what_a_terminal_should(capsys):
 
 
 def test_verl_settings_are_spelled_one_way():
-    from conftest import ROOT
+
+    from doc_pages import doc_text
 
     from harness.commands.serve import EPILOG
 
-    readme = (ROOT / "README.md").read_text()
+    readme = doc_text()
     assert "reward.sandbox_fusion.url=http://HOST:8000/run_code" in EPILOG
     assert "reward.sandbox_fusion.url=http://HOST:8000/run_code" in readme
     assert "sandbox_fusion_url" not in readme + EPILOG and "`sandbox_fusion.url" not in readme
