@@ -129,12 +129,14 @@ RESUMED = [pytest.param(a, marks=pytest.mark.slow) for a in ("grpo", "drgrpo", "
 
 
 @pytest.mark.parametrize("algorithm", RESUMED)
-def test_resume_after_a_stage_switch_is_exact(tmp_path, tiny, algorithm):
+def test_resume_after_a_stage_switch_is_exact(tmp_path, tiny, algorithm, capsys):
     keep = {"save_optimizer": True}
     straight = run_training(_tiny(algorithm, tiny, tmp_path / "straight", 4, **keep), progress=False)
     run_training(_tiny(algorithm, tiny, tmp_path / "split", 2, **keep), progress=False)
     assert load_trainer_state(tmp_path / "split" / "checkpoint-000002")["curriculum"]["index"] == 1
+    capsys.readouterr()
     resumed = run_training(_tiny(algorithm, tiny, tmp_path / "split", 4, **keep), resume=True, progress=False)
+    assert f"resuming {tmp_path / 'split'} from checkpoint-000002: 2 steps done, 2 to go" in capsys.readouterr().out
     a = load_file(str(straight / "checkpoint-000004" / "model.safetensors"))
     b = load_file(str(resumed / "checkpoint-000004" / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

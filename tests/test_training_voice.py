@@ -84,7 +84,9 @@ def test_a_real_run_says_legend_steps_and_summary(tmp_path, tiny, capsys):
     assert f"evaluate it: rlvr eval --model {tmp_path / 'run' / 'checkpoint-000002'}" in out
 
 
-def test_ctrl_c_in_training_names_the_checkpoint_kept(tmp_path, tiny, monkeypatch):
+def test_ctrl_c_in_training_names_the_checkpoint_kept_and_the_resume_says_what_it_reuses(
+    tmp_path, tiny, monkeypatch, capsys
+):
     from trainers import loop
 
     real = loop.train_step
@@ -100,6 +102,10 @@ def test_ctrl_c_in_training_names_the_checkpoint_kept(tmp_path, tiny, monkeypatc
         loop.run_training(cfg, progress=False)
     kept = caught.value.rlvr_kept
     assert f"last checkpoint {tmp_path / 'run' / 'checkpoint-000001'}" in kept and "--resume" in kept
+    monkeypatch.setattr(loop, "train_step", real)
+    capsys.readouterr()
+    loop.run_training(_tiny("grpo", tiny, tmp_path / "run", 2, save_every=1, save_optimizer=True), resume=True)
+    assert f"resuming {tmp_path / 'run'} from checkpoint-000001: 1 steps done, 1 to go" in capsys.readouterr().out
     cfg = _tiny("grpo", tiny, tmp_path / "early", 3)
     monkeypatch.setattr(loop, "train_step", interrupted_at_step_1)
     with pytest.raises(KeyboardInterrupt) as caught:

@@ -186,6 +186,8 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
         probe = _stage_probe(cfg, curriculum)
         set_rng_state(distributed_checkpoint.rank_rng(state))
         start, generations_total = state["step"], state["generations_total"]
+        if main:
+            print(f"resuming {out} from {checkpoint.name}: {start} steps done, {cfg.max_steps - start} to go")
     grader = EvalGrader()
     template = load_template(cfg.template)
     instructions = source_instructions(name for s in curriculum.stages for name in s.sources)
