@@ -19,6 +19,7 @@ from antlr4.atn.PredictionMode import PredictionMode
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig, _Latex2Sympy
 
 from sandbox.math.compare import GoldUnparseable
+from sandbox.math.latex_scan import split_top_level
 from sandbox.math.numeric import TooLarge
 from sandbox.math.structure import Assign, Interval, Leaf, Node, PlusMinus, Seq, Unparseable
 from sandbox.math.structure import Union as UnionNode
@@ -130,8 +131,22 @@ def _parse_latex(text: str) -> sympy.Basic:
         return _Latex2Sympy(config=_CONVERSION).parse(text)
 
 
+_PRIMED_RE = re.compile(r"(\\[a-zA-Z]+|[A-Za-z])(?:_\{([^{}]*)\}|_([A-Za-z0-9]))?('+)")
+
+
+def _primed(m: re.Match[str]) -> str:
+    sub = m.group(2) if m.group(2) is not None else (m.group(3) or "")
+    return m.group(1) + "_{" + sub + "\\prime" * len(m.group(4)) + "}"
+
+
 def _prepare(text: str) -> str:
-    """Work around grammar gaps: exact decimals, ``_{\\max}`` subscripts, ``E_1`` (E is a token)."""
+    """Work around grammar gaps: exact decimals, ``_{\\max}`` subscripts, ``E_1`` (E is a token),
+    primes (the grammar drops them, so ``x'`` would be ``x``: a primed name becomes a symbol of
+    its own, and a prime anywhere else cannot be read)."""
+    if "'" in text:
+        text = _PRIMED_RE.sub(_primed, text)
+        if "'" in text:
+            raise Unparseable("a prime on something other than a name")
     text = _exact_decimals(text)
     text = re.sub(r"_\{\s*\\([a-zA-Z]+)\s*\}", r"_{\1}", text)
     text = re.sub(r"\\(gamma|Gamma)(?![a-zA-Z(])", r"\\Xi_{\1}", text)
@@ -143,6 +158,10 @@ def to_sympy(text: str, allow_complex: bool = True) -> sympy.Basic:
     """Parse one leaf (a scalar, relation or simple set) into an evaluated sympy object."""
     if len(text) > 10_000:
         raise Unparseable("answer too long to parse")
+    if text.count("=") >= 2:
+        sides = split_top_level(text, ("=",))
+        if len(sides) >= 3 and all(sides):
+            return _chain(sides, allow_complex)
     try:
         parsed = _parse_latex(_prepare(text))
     except RecursionError as exc:
@@ -162,6 +181,16 @@ def to_sympy(text: str, allow_complex: bool = True) -> sympy.Basic:
         raise Unparseable("nesting too deep") from exc
     except (TypeError, ValueError, AttributeError, ArithmeticError, NotImplementedError, IndexError) as exc:
         raise Unparseable(f"cannot evaluate {text[:60]!r}: {type(exc).__name__}") from exc
+
+
+def _chain(sides: list[str], allow_complex: bool) -> sympy.Basic:
+    """``a = b = c`` as ``a = b \\wedge b = c`` (the grammar cannot read a chain of equations)."""
+    values = [to_sympy(side, allow_complex) for side in sides]
+    try:
+        links = [sympy.Eq(a, b, evaluate=False) for a, b in zip(values, values[1:])]
+        return sympy.And(*links, evaluate=False)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise Unparseable(f"cannot read the chain {'='.join(sides)[:60]!r}") from exc
 
 
 def _close(a: sympy.Basic, b: sympy.Basic, rel: float, digits: int = EQUAL_DIGITS) -> bool | None:
