@@ -10,8 +10,6 @@ free symbols a deterministic multi-point numeric test.
 
 from __future__ import annotations
 
-import re
-from fractions import Fraction
 from functools import lru_cache
 
 import sympy
@@ -19,13 +17,13 @@ from antlr4.atn.PredictionMode import PredictionMode
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig, _Latex2Sympy
 
 from sandbox.math.compare import GoldUnparseable
+from sandbox.math.latex_prep import prepare_latex
 from sandbox.math.latex_scan import split_top_level
 from sandbox.math.numeric import TooLarge
 from sandbox.math.structure import Assign, Interval, Leaf, Node, PlusMinus, Seq, Unparseable
 from sandbox.math.structure import Union as UnionNode
 
 _CONVERSION = ConversionConfig(lowercase_symbols=False, interpret_simple_eq_as_assignment=False)
-_DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?:[eE]([-+]?\d+))?|(?<![\d.])(\d+)[eE]([-+]?\d+)(?![\d.])")
 MAX_EXPONENT = 10_000
 MAX_BITS = 200_000
 MAX_FACTORIAL = 2_000
@@ -38,22 +36,6 @@ _PROBE_POINTS = (
     sympy.Rational(-1, 3) - sympy.I * sympy.Rational(5, 4),
     sympy.Rational(23, 11),
 )
-
-
-def _exact_decimals(text: str) -> str:
-    """Rewrite decimal and e-notation literals as exact fractions before parsing."""
-
-    def repl(m: re.Match[str]) -> str:
-        if m.group(2) is not None:
-            whole, frac, exp = m.group(1) or "0", m.group(2), m.group(3)
-            value = Fraction(f"{whole}.{frac}" + (f"e{exp}" if exp else ""))
-        else:
-            value = Fraction(f"{m.group(4)}e{m.group(5)}")
-        if value.denominator == 1:
-            return f"({value.numerator})"
-        return f"(\\frac{{{value.numerator}}}{{{value.denominator}}})"
-
-    return _DECIMAL_RE.sub(repl, text)
 
 
 def _estimate_bits(value: sympy.Basic) -> float:
@@ -131,28 +113,6 @@ def _parse_latex(text: str) -> sympy.Basic:
         return _Latex2Sympy(config=_CONVERSION).parse(text)
 
 
-_PRIMED_RE = re.compile(r"(\\[a-zA-Z]+|[A-Za-z])(?:_\{([^{}]*)\}|_([A-Za-z0-9]))?('+)")
-
-
-def _primed(m: re.Match[str]) -> str:
-    sub = m.group(2) if m.group(2) is not None else (m.group(3) or "")
-    return m.group(1) + "_{" + sub + "\\prime" * len(m.group(4)) + "}"
-
-
-def _prepare(text: str) -> str:
-    """Work around grammar gaps: exact decimals, ``_{\\max}`` subscripts, ``E_1`` (E is a token),
-    primes (the grammar drops them, so ``x'`` would be ``x``: a primed name becomes a symbol of
-    its own, and a prime anywhere else cannot be read)."""
-    if "'" in text:
-        text = _PRIMED_RE.sub(_primed, text)
-        if "'" in text:
-            raise Unparseable("a prime on something other than a name")
-    text = _exact_decimals(text)
-    text = re.sub(r"_\{\s*\\([a-zA-Z]+)\s*\}", r"_{\1}", text)
-    text = re.sub(r"\\(gamma|Gamma)(?![a-zA-Z(])", r"\\Xi_{\1}", text)
-    return re.sub(r"(?<![\\A-Za-z])E_", r"\\mho_", text)
-
-
 @lru_cache(maxsize=8192)
 def to_sympy(text: str, allow_complex: bool = True) -> sympy.Basic:
     """Parse one leaf (a scalar, relation or simple set) into an evaluated sympy object."""
@@ -163,7 +123,7 @@ def to_sympy(text: str, allow_complex: bool = True) -> sympy.Basic:
         if len(sides) >= 3 and all(sides):
             return _chain(sides, allow_complex)
     try:
-        parsed = _parse_latex(_prepare(text))
+        parsed = _parse_latex(prepare_latex(text))
     except RecursionError as exc:
         raise Unparseable("nesting too deep") from exc
     except TooLarge:
