@@ -139,14 +139,19 @@ def _parse(text: str, multiple: bool) -> Node:
 def _labelled_groups(s: str) -> Seq | None:
     """``p=5,q=2; p=7,q=2``: solutions given as groups of labelled values, one group per
     solution, read as the tuples ``(p,q)=(5,2)`` and ``(p,q)=(7,2)``."""
+    if "=" not in s:
+        return None
     groups = split_top_level(s, (";", " or ", r"\text{or}"))
-    if len(groups) < 2:
+    if not 2 <= len(groups) <= MAX_ITEMS:
         return None
     tuples: list[Node] = []
     names: list[str] | None = None
     for group in groups:
-        items = [_single(p) for p in split_top_level(group, (",", " and ")) if p]
-        if len(items) < 2 or not all(isinstance(i, Assign) for i in items):
+        parts = [p for p in split_top_level(group, (",", " and ")) if p]
+        if not 2 <= len(parts) <= MAX_ITEMS or any("=" not in p for p in parts):
+            return None
+        items = [_single(p) for p in parts]
+        if not all(isinstance(i, Assign) for i in items):
             return None
         these = [i.name for i in items]  # type: ignore[union-attr]
         if len(set(these)) != len(these) or (names is not None and these != names):

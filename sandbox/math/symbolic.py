@@ -77,6 +77,9 @@ def safe_evaluate(expr: sympy.Basic) -> sympy.Basic:
             raise TooLarge("binomial too large")
     if isinstance(expr, sympy.UnevaluatedExpr):
         return args[0]
+    if isinstance(expr, sympy.And):
+        # latex2sympy's And subclass cannot be rebuilt when its parts evaluate to True/False
+        return sympy.And(*args)
     try:
         return expr.func(*args)
     except (TypeError, ValueError, AttributeError):
