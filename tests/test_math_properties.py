@@ -2,7 +2,7 @@
 
 from fractions import Fraction
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sandbox import MATH_REASONS, verify_math
@@ -83,10 +83,20 @@ SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 
 @SLOW
 @given(st.lists(SIDES, min_size=2, max_size=4), st.lists(SIDES, min_size=1, max_size=4))
+@example(["z", "1 + 1", "2"], ["z", "3 + 3", "2"])  # a grader_error in rlvr-math 1.3.0
 def test_chained_relations_are_graded_never_a_grader_error(gold_sides, pred_sides):
     gold, pred = " = ".join(gold_sides), " = ".join(pred_sides)
     verdict = verify_math(r"\boxed{" + pred + "}", gold)
     assert verdict.reason in MATH_REASONS and verdict.reason != "grader_error", (gold, pred, verdict)
+
+
+@SLOW
+@given(st.lists(SIDES, min_size=3, max_size=4), st.lists(st.sampled_from(["<", r"\le", ">", r"\ge", "="]), min_size=3))
+@example(["-2", "|z|", "4"], [r"\le", "<"])  # a grader_error in rlvr-math 1.3.0 (-2 <= |z| is True)
+def test_chains_of_inequalities_are_graded_never_a_grader_error(sides, relations):
+    gold = sides[0] + "".join(f" {r} {s}" for r, s in zip(relations, sides[1:]))
+    verdict = verify_math(r"\boxed{(1, 2)}", gold)
+    assert verdict.reason in MATH_REASONS and verdict.reason != "grader_error", (gold, verdict)
 
 
 @FAST

@@ -170,9 +170,10 @@ _DISPLAY_RE = re.compile(r"\\[()\[\]]|\\(?:displaystyle|textstyle|scriptstyle|li
 _SIZING_RE = re.compile(
     r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?"
 )
-#: ``\\\\le`` outside a matrix: a backslash doubled by string escaping (a line break is never
-#: followed directly by a command name there), read as ``\\le``
+#: ``-2 \\\\le x \\\\le 7``: every command's backslash doubled by string escaping (outside a matrix,
+#: with no command written with one backslash), read as ``-2 \\le x \\le 7``
 _ESCAPED_COMMAND_RE = re.compile(r"\\\\(?=[a-zA-Z])")
+_SINGLE_COMMAND_RE = re.compile(r"(?<!\\)\\[a-zA-Z]")
 #: a lone backslash ending the answer (``185\\``) escapes nothing
 _STRAY_BACKSLASH_RE = re.compile(r"(?<!\\)\\\s*$")
 _BRACED_COMMA_RE = re.compile(r"(\d)\s*\{\s*,\s*\}\s*(\d)")
@@ -208,7 +209,7 @@ def normalize_answer(answer: str) -> Normalized:
     s = _replace_unicode(answer[:MAX_ANSWER_CHARS])
     s = s.replace(r"\$", " ").replace("$", " ")
     if "\\" in s:
-        if "\\begin" not in s:
+        if "\\begin" not in s and not _SINGLE_COMMAND_RE.search(s):
             s = _ESCAPED_COMMAND_RE.sub(r"\\", s)
         s = _STRAY_BACKSLASH_RE.sub("", s)
         s = _DISPLAY_RE.sub(" ", s)

@@ -10,6 +10,7 @@ free symbols a deterministic multi-point numeric test.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import sympy
@@ -122,9 +123,9 @@ def to_sympy(text: str, allow_complex: bool = True) -> sympy.Basic:
     if len(text) > 10_000:
         raise Unparseable("answer too long to parse")
     if text.count("=") >= 2:
-        sides = split_top_level(text, ("=",))
-        if len(sides) >= 3 and all(sides):
-            return _chain(sides, allow_complex)
+        chain = _chain(text, allow_complex)
+        if chain is not None:
+            return chain
     try:
         parsed = _parse_latex(prepare_latex(text))
     except RecursionError as exc:
@@ -132,6 +133,9 @@ def to_sympy(text: str, allow_complex: bool = True) -> sympy.Basic:
     except TooLarge:
         raise
     except Exception as exc:  # the ANTLR front end raises plain Exception on syntax errors
+        chain = _chain(text, allow_complex)
+        if chain is not None:
+            return chain
         raise Unparseable(f"cannot parse {text[:60]!r}") from exc
     if isinstance(parsed, (list, tuple)):
         raise Unparseable("unexpected sequence")
@@ -143,17 +147,31 @@ def to_sympy(text: str, allow_complex: bool = True) -> sympy.Basic:
     except RecursionError as exc:
         raise Unparseable("nesting too deep") from exc
     except (TypeError, ValueError, AttributeError, ArithmeticError, NotImplementedError, IndexError) as exc:
+        chain = _chain(text, allow_complex)
+        if chain is not None:
+            return chain
         raise Unparseable(f"cannot evaluate {text[:60]!r}: {type(exc).__name__}") from exc
 
 
-def _chain(sides: list[str], allow_complex: bool) -> sympy.Basic:
-    """``a = b = c`` as ``a = b \\wedge b = c`` (the grammar cannot read a chain of equations)."""
+_RELATIONS = {"=": sympy.Eq, "<": sympy.Lt, ">": sympy.Gt, "\\le": sympy.Le, "\\ge": sympy.Ge}
+_RELATION_RE = re.compile(r"(\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|<|>|=)")
+
+
+def _chain(text: str, allow_complex: bool) -> sympy.Basic | None:
+    """``a = b = c``, ``0 < 0 < 0``: a chain of two or more relations as the conjunction of its
+    links, each side read on its own (the grammar fails on chains whose links evaluate to
+    True/False, and on every chain of equations). None when ``text`` is not such a chain."""
+    pieces = _RELATION_RE.split(text)
+    sides, ops = [p.strip() for p in pieces[::2]], pieces[1::2]
+    tops = split_top_level(text, tuple(_RELATIONS))
+    if len(ops) < 2 or len(tops) != len(sides) or not all(sides):
+        return None
     values = [to_sympy(side, allow_complex) for side in sides]
     try:
-        links = [sympy.Eq(a, b, evaluate=False) for a, b in zip(values, values[1:])]
+        links = [_RELATIONS[op](a, b, evaluate=False) for op, a, b in zip(ops, values, values[1:])]
         return sympy.And(*links, evaluate=False)
     except (TypeError, ValueError, AttributeError) as exc:
-        raise Unparseable(f"cannot read the chain {'='.join(sides)[:60]!r}") from exc
+        raise Unparseable(f"cannot read the chain {text[:60]!r}") from exc
 
 
 def _close(a: sympy.Basic, b: sympy.Basic, rel: float, digits: int = EQUAL_DIGITS) -> bool | None:
