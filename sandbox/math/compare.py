@@ -189,14 +189,15 @@ class Comparator:
             if len(p.items) == len(g.items) and all(self.equal(a, b) for a, b in zip(p.items, g.items)):
                 return True
             pv, gv = _ratio_values(p), _ratio_values(g)
-            return pv is not None and gv is not None and proportional(pv, gv)
+            if pv is not None and gv is not None:
+                return proportional(pv, gv)
+            pq, gq = _ratio_quotient(p), _ratio_quotient(g)
+            return pq is not None and gq is not None and self.equal(pq, gq)
         ratio, other = (p, g) if _is_ratio(p) else (g, p)
-        values = _ratio_values(ratio)
-        if values is None or len(values) != 2 or not isinstance(other, Leaf) or not all(values):
+        quotient = _ratio_quotient(ratio)
+        if quotient is None or not isinstance(other, Leaf):
             return False
-        quotient = values[0] / values[1]
-        as_leaf = Leaf(f"\\frac{{{quotient.numerator}}}{{{quotient.denominator}}}")
-        return self.equal(as_leaf, g) if ratio is p else self.equal(p, as_leaf)
+        return self.equal(quotient, g) if ratio is p else self.equal(p, quotient)
 
     def _matrix_equal(self, p: Node, g: Node) -> bool:
         if isinstance(p, Matrix) and isinstance(g, Matrix):
@@ -348,6 +349,29 @@ def _ratio_values(node: Node) -> list[Fraction] | None:
         return [parse_number(t).value for t in texts]
     except (NotNumeric, TooLarge):
         return None
+
+
+def _ratio_quotient(node: Node) -> Leaf | None:
+    """``a:b`` as the value ``a/b`` (``1:\\sqrt3`` -> ``\\frac{1}{\\sqrt3}``); None for a clock-like
+    ratio, more than two parts, or a part that is the number zero."""
+    assert isinstance(node, Seq)
+    if len(node.items) != 2 or not all(isinstance(i, Leaf) for i in node.items):
+        return None
+    a, b = (i.text for i in node.items if isinstance(i, Leaf))
+    if clock_like([a, b]):
+        return None
+    values = []
+    for text in (a, b):
+        try:
+            values.append(parse_number(text).value)
+        except (NotNumeric, TooLarge):
+            values.append(None)
+    if any(v == 0 for v in values if v is not None):
+        return None
+    if values[0] is not None and values[1] is not None:
+        q = values[0] / values[1]
+        return Leaf(f"\\frac{{{q.numerator}}}{{{q.denominator}}}")
+    return Leaf(f"\\frac{{{a}}}{{{b}}}")
 
 
 def _named_values(node: Node) -> dict[str, Node] | None:

@@ -47,6 +47,8 @@ _MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _INLINE = ("$", "\\(")
 _MATH_SPAN_RE = re.compile(r"\$[^$]{1,200}\$")
 _STATES_RE = re.compile(r"\s(?:is|are|equals|was|were)\s|\s=\s", re.IGNORECASE)
+_WORD_RE = re.compile(r"(?<![\\a-zA-Z])[A-Za-z]{2,}(?![a-zA-Z])")
+_MATH_WORDS = frozenset("pi sin cos tan cot sec csc log ln exp sqrt arcsin arccos arctan mod inf infty".split())
 _QUALIFIER_RE = re.compile(
     r"\b(?:not|no|never|cannot|can't|isn't|impossible|none|neither|nor|either|or|least|most|more|less|fewer"
     r"|greater|between|approximately|about|around|roughly|nearly|almost|over|under|except|if)\b",
@@ -176,20 +178,30 @@ def _answer_is(region: str) -> str | None:
 
 def value_in_sentence(sentence: str) -> str:
     """The value a one-sentence answer states ("The largest $n$ is 34." -> ``34``): the text
-    after its last "is"/"are"/"equals", else its only number or math span. A sentence that is
-    not prose, or that qualifies its value ("not", "at least", "or", ...), is kept whole."""
+    after its last "is"/"are"/"equals" ("6 ways" -> ``6``), else its only number or math span. A
+    sentence that is not prose, that qualifies its value ("not", "at least", "or", ...) or that
+    states two values ("x is 5 and y is 6") is kept whole."""
     masked = _MATH_SPAN_RE.sub(lambda m: "$" + "\x00" * (len(m.group(0)) - 2) + "$", sentence)
     if not _PROSE_RE.search(_MATH_SPAN_RE.sub(" ", sentence)) or _QUALIFIER_RE.search(masked):
         return sentence
-    verb = None
-    for verb in _STATES_RE.finditer(masked):
-        pass
-    if verb is not None:
-        value = sentence[verb.end() :].strip()
+    verbs = list(_STATES_RE.finditer(masked))
+    if verbs:
+        if len(verbs) > 1 and _candidates(sentence[verbs[0].end() : verbs[-1].start()]):
+            return sentence
+        value = sentence[verbs[-1].end() :].strip()
         if value and not _PROSE_RE.search(_MATH_SPAN_RE.sub(" ", value)):
+            found = _candidates(value)
+            words = _WORD_RE.findall(_MATH_SPAN_RE.sub(" ", value))
+            if len(found) == 1 and words and not any(w.lower() in _MATH_WORDS for w in words):
+                return found[0]  # "6 ways"
             return value
-    candidates = _MATH_SPAN_RE.findall(sentence) + _NUMBER_RE.findall(_MATH_SPAN_RE.sub(" ", sentence))
-    return candidates[0] if len(candidates) == 1 else sentence
+    found = _candidates(sentence)
+    return found[0] if len(found) == 1 else sentence
+
+
+def _candidates(text: str) -> list[str]:
+    """The math spans and the numbers outside them."""
+    return _MATH_SPAN_RE.findall(text) + _NUMBER_RE.findall(_MATH_SPAN_RE.sub(" ", text))
 
 
 def _final_hash(region: str) -> str | None:

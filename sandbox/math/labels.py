@@ -25,11 +25,11 @@ from sandbox.math.latex_scan import split_top_level
 _SUB = r"(?:_\{[A-Za-z0-9,\\]+\}|_[A-Za-z0-9])?'*"
 _ATOM = r"(?:[A-Za-z]+|\\[a-zA-Z]+)" + _SUB
 _DECORATED = (
-    r"(?:\\(?:angle|measuredangle|triangle|overline|overrightarrow|vec|hat|widehat|bar|tilde)\s*"
+    r"(?:(?:m\s*)?\\(?:angle|measuredangle|triangle|overline|overrightarrow|vec|hat|widehat|bar|tilde)\s*"
     r"(?:\{\s*" + _ATOM + r"\s*\}|" + _ATOM + r")|" + _ATOM + r")"
 )
 _ARG = r"(?:" + _DECORATED + r"|-?\d+(?:\.\d+)?)"
-_FUNCTION = r"[A-Za-z]" + _SUB + r"\s*\(\s*" + _ARG + r"(?:\s*,\s*" + _ARG + r")*\s*\)"
+_FUNCTION = r"[A-Za-z]" + _SUB + r"(?:\^\{-1\})?\s*\(\s*" + _ARG + r"(?:\s*,\s*" + _ARG + r")*\s*\)"
 _NAMED = r"(?:" + _FUNCTION + r"|" + _DECORATED + r")"
 _LABEL_RE = re.compile(
     r"(?:" + _NAMED + r"|\(\s*" + _NAMED + r"(?:\s*,\s*" + _NAMED + r")+\s*\)"
