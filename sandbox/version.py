@@ -5,7 +5,7 @@ under different semantics are never silently compared.
 """
 
 PACKAGE_VERSION = "0.1.0"
-MATH_VERIFIER_VERSION = "1.3.0"
+MATH_VERIFIER_VERSION = "1.4.0"
 CODE_VERIFIER_VERSION = "2.3.0"
 
 MATH_VERIFIER = f"rlvr-math@{MATH_VERIFIER_VERSION}"

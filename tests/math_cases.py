@@ -266,6 +266,119 @@ HOSTILE = [
     (r"\boxed{\int_0^{x} e^{t^2}\sin(t^3)\,dt}", "1", None),
 ]
 
+# Issue 39 (the peer graders' own suites): our own forms of each class that moved in rlvr-math@1.4.0.
+LABELS = [
+    # a labelled gold matches its bare value, and the same label with an equal value
+    (boxed("(1,2)"), "(a,b)=(1,2)", True),
+    (boxed("(2,1)"), "(a,b)=(1,2)", False),
+    (boxed("a=1, b=2"), "(a,b)=(1,2)", True),
+    (boxed("b=2, a=1"), "(a,b)=(1,2)", True),
+    (boxed("a=2, b=1"), "(a,b)=(1,2)", False),
+    (boxed("(a,b)=(1,2)"), "(1,2)", True),
+    (boxed("5"), "|PQ| = 5", True),
+    (boxed("6"), "|PQ| = 5", False),
+    (boxed("7"), "g(2) = 7", True),
+    (boxed("30"), r"\angle ABC = 30^\circ", True),
+    (boxed("30"), r"m\angle A = 30", True),
+    (boxed("2x+1"), "f^{-1}(x) = 2x+1", True),
+    (boxed(r"\frac{2}{3}"), r"\frac{AB}{CD} = \frac{2}{3}", True),
+    (boxed(r"\frac{3}{2}"), r"\frac{AB}{CD} = \frac{2}{3}", False),
+    (boxed("x^2+1"), "f(x) = x^2 + 1", True),
+    (boxed("x^2"), "f(x) = x^2 + 1", False),
+    (boxed("f(x) = 3"), "3", True),
+    (boxed("3, 4"), "m = 3, n = 4", True),
+    # several labelled solutions, one group per solution; alternatives joined by "or"
+    (boxed("(1,2),(3,4)"), "a=1,b=2; a=3,b=4", True),
+    (boxed("(3,4),(1,2)"), "a=1,b=2; a=3,b=4", True),
+    (boxed("(1,2)"), "a=1,b=2; a=3,b=4", False),
+    (boxed("(2,1),(3,4)"), "a=1,b=2; a=3,b=4", False),
+    (boxed("2, 3"), r"x = 2 \text{ or } x = 3", True),
+    (boxed("2"), r"x = 2 \text{ or } x = 3", False),
+    (boxed("(2,9), (9,2)"), "(9,2)or(2,9)", True),
+    (boxed("(2,9)"), "(9,2)or(2,9)", False),
+    (boxed(r"(m, n) = (1, 4) \quad \text{and} \quad (4, 1)"), "(1, 4), (4, 1)", True),
+    # a left side that is not a label makes a relation, never equal to one of its sides
+    (boxed("4"), "x^2 = 4", False),
+    (boxed("6"), "2x = 6", False),
+    (boxed("5"), "x + y = 5", False),
+    (boxed(r"\frac12"), r"\sin x = \frac{1}{2}", False),
+    # double inequalities: bounds on a name or a function value are an interval
+    (boxed("(-1,4)"), "-1 < g(t) < 4", True),
+    (boxed("[-1,4]"), "-1 < g(t) < 4", False),
+    (boxed("[1,2]"), r"1 \le |z| \le 2", False),
+    (boxed("(1;2;3)"), "(1,2,3)", True),
+    (boxed("(1;3;2)"), "(1,2,3)", False),
+]
+
+RATIOS_AND_CLOCKS = [
+    (boxed("3:4"), "BD:DC = 3:4", True),
+    (boxed("4:3"), "BD:DC = 3:4", False),
+    (boxed("6:8"), "BD:DC = 3:4", True),
+    (boxed("3/4"), "BD:DC = 3:4", True),
+    (boxed("0.75"), "3:4", True),
+    (boxed("1:4"), "S_1:S_2 = 1:4", True),
+    (boxed("1:2"), "S_1:S_2 = 1:4", False),
+    (boxed("2:4:6"), "1:2:3", True),
+    (boxed("3:2:1"), "1:2:3", False),
+    (boxed(r"\frac{\sqrt3}{3}"), r"1:\sqrt{3}", True),
+    (boxed(r"\sqrt{3}:3"), r"1:\sqrt{3}", True),
+    (boxed(r"\sqrt{3}:1"), r"1:\sqrt{3}", False),
+    # clock times: the same parts only (10:30 and 7:21 are proportional, and both are times)
+    (boxed("7:21"), "10:30", False),
+    (boxed("10:30"), "10:30", True),
+    (boxed("1:00"), "12:00", False),
+    (boxed("12:00"), "12:00", True),
+]
+
+PRIMES_AND_RELATIONS = [
+    (boxed("x"), "x'", False),
+    (boxed("x'"), "x", False),
+    (boxed("f(x)"), "f'(x)", False),
+    (boxed("AB"), "AB'", False),
+    (boxed("E_1"), "E_1'", False),
+    (boxed("x'+x'"), "2x'", True),
+    (boxed("11a+c"), "7 = 11a+c", False),
+    (boxed("7"), "7 = 11a+c", False),
+    (boxed("11a+c"), "7 = 11a + c", False),
+    # chains: a name, worked arithmetic, the value
+    (boxed("5"), "z = 2 + 3 = 5", True),
+    (boxed("z = 5"), "z = 2 + 3 = 5", True),
+    (boxed("6"), "z = 2 + 3 = 5", False),
+    (boxed("6"), "y = 2x = 6", False),
+    (boxed("3"), "a = b = 3", True),
+]
+
+WRITTEN_NUMBERS = [
+    (boxed("2 000 000"), "2000000", True),
+    (boxed("2000000"), "2 000 000", True),
+    (boxed("-3 1/2"), "-3.5", True),
+    (boxed("3 1/2"), "1.5", False),
+    (boxed(r"7,\! 250"), "7250", True),
+    (boxed("7 {, }250"), "7250", True),
+    (boxed("45 pct"), r"45\%", True),
+    (boxed("46 pct"), r"45\%", False),
+    (boxed("0.45"), r"45\%", True),
+    (boxed("5"), "5\\", True),
+    (boxed(r"x \in [0,3]"), r"0 \\le x \\le 3", True),
+]
+
+SENTENCE_ANSWERS = [
+    ("Answer $12$", "12", True),
+    ("Answer \\[ 12 \\]", "12", True),
+    ("Answer $$\n12\n$$", "12", True),
+    ("Answer $\n12\n$", "12", False),  # inline math does not span lines
+    ("Final Answer: The number of ways is 12.", "12", True),
+    ("Final Answer: The area of $\\triangle ABC$ is $6$.", "6", True),
+    ("Final Answer: Tom walked 8 miles.", "8", True),
+    ("Final Answer: There are 6 ways.", "6", True),
+    ("Final Answer: The largest $n$ such that $n$ is prime is 31.", "31", True),
+    ("Final Answer: The value of $x$ is 5 and $y$ is 6.", "6", False),
+    ("Final Answer: It is not possible to get 12.", "12", False),
+    ("Final Answer: There are at least 12 ways.", "12", False),
+    ("Final Answer: The answer is either 3 or 4.", "3", False),
+    ("Final Answer: We get 7 and 8.", "7", False),
+]
+
 ALL_CLASSES = {
     "extraction": EXTRACTION,
     "equivalence": EQUIVALENCE,
@@ -274,6 +387,11 @@ ALL_CLASSES = {
     "declared_types": DECLARED,
     "reward_hacking": REWARD_HACKING,
     "hostile": HOSTILE,
+    "labels": LABELS,
+    "ratios_and_clocks": RATIOS_AND_CLOCKS,
+    "primes_and_relations": PRIMES_AND_RELATIONS,
+    "written_numbers": WRITTEN_NUMBERS,
+    "sentence_answers": SENTENCE_ANSWERS,
 }
 
 

@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from sandbox.math.approx import REJECT_REL, clearly_different
+from sandbox.math.labels import clock_like, proportional, tuple_label_names
 from sandbox.math.normalize import Normalized
 from sandbox.math.numeric import NotNumeric, Num, TooLarge, parse_number, round_sig, significant_figures
 from sandbox.math.policy import MathPolicy
@@ -122,6 +123,12 @@ class Comparator:
 
     # ---- structure -------------------------------------------------------------------------
     def equal(self, p: Node, g: Node) -> bool:
+        named_p, named_g = _named_values(p), _named_values(g)
+        if named_p is not None and named_g is not None and max(len(named_p), len(named_g)) > 1:
+            # (p,q)=(3,2) against p=3, q=2: labelled values match label by label
+            if set(named_p) != set(named_g):
+                return False
+            return all(self.equal(named_p[name], value) for name, value in named_g.items())
         if isinstance(g, Assign):
             if isinstance(p, Assign):
                 return p.name == g.name and self.equal(p.value, g.value)
@@ -136,6 +143,8 @@ class Comparator:
             g = _plus_minus_set(g)
         if isinstance(p, PlusMinus):
             p = _plus_minus_set(p)
+        if _is_ratio(g) or _is_ratio(p):
+            return self._ratio_equal(p, g)
         if isinstance(g, Matrix) or isinstance(p, Matrix):
             return self._matrix_equal(p, g)
         if _set_like(g) or _set_like(p):
@@ -171,6 +180,24 @@ class Comparator:
             else:
                 return False
         return not remaining
+
+    def _ratio_equal(self, p: Node, g: Node) -> bool:
+        """Ratios: the same parts; proportional parts or the quotient only for a ratio that
+        cannot be a clock time (``12:00``, ``10:30``), see ``sandbox.math.labels``."""
+        if _is_ratio(p) and _is_ratio(g):
+            assert isinstance(p, Seq) and isinstance(g, Seq)
+            if len(p.items) == len(g.items) and all(self.equal(a, b) for a, b in zip(p.items, g.items)):
+                return True
+            pv, gv = _ratio_values(p), _ratio_values(g)
+            if pv is not None and gv is not None:
+                return proportional(pv, gv)
+            pq, gq = _ratio_quotient(p), _ratio_quotient(g)
+            return pq is not None and gq is not None and self.equal(pq, gq)
+        ratio, other = (p, g) if _is_ratio(p) else (g, p)
+        quotient = _ratio_quotient(ratio)
+        if quotient is None or not isinstance(other, Leaf):
+            return False
+        return self.equal(quotient, g) if ratio is p else self.equal(p, quotient)
 
     def _matrix_equal(self, p: Node, g: Node) -> bool:
         if isinstance(p, Matrix) and isinstance(g, Matrix):
@@ -306,6 +333,61 @@ def _terminates(value: Fraction) -> bool:
         while q % prime == 0:
             q //= prime
     return q == 1
+
+
+def _is_ratio(node: Node) -> bool:
+    return isinstance(node, Seq) and node.kind == "ratio"
+
+
+def _ratio_values(node: Node) -> list[Fraction] | None:
+    """The parts of a ratio that is not clock-like, as exact numbers (None otherwise)."""
+    assert isinstance(node, Seq)
+    texts = [i.text for i in node.items if isinstance(i, Leaf)]
+    if len(texts) != len(node.items) or clock_like(texts):
+        return None
+    try:
+        return [parse_number(t).value for t in texts]
+    except (NotNumeric, TooLarge):
+        return None
+
+
+def _ratio_quotient(node: Node) -> Leaf | None:
+    """``a:b`` as the value ``a/b`` (``1:\\sqrt3`` -> ``\\frac{1}{\\sqrt3}``); None for a clock-like
+    ratio, more than two parts, or a part that is the number zero."""
+    assert isinstance(node, Seq)
+    if len(node.items) != 2 or not all(isinstance(i, Leaf) for i in node.items):
+        return None
+    a, b = (i.text for i in node.items if isinstance(i, Leaf))
+    if clock_like([a, b]):
+        return None
+    values = []
+    for text in (a, b):
+        try:
+            values.append(parse_number(text).value)
+        except (NotNumeric, TooLarge):
+            values.append(None)
+    if any(v == 0 for v in values if v is not None):
+        return None
+    if values[0] is not None and values[1] is not None:
+        q = values[0] / values[1]
+        return Leaf(f"\\frac{{{q.numerator}}}{{{q.denominator}}}")
+    return Leaf(f"\\frac{{{a}}}{{{b}}}")
+
+
+def _named_values(node: Node) -> dict[str, Node] | None:
+    """``(p,q)=(3,2)`` and ``p=3, q=2`` -> ``{"p": 3, "q": 2}``; ``x=5`` -> ``{"x": 5}``."""
+    if isinstance(node, Assign):
+        names = tuple_label_names(node.name)
+        if names is None:
+            return {node.name: node.value}
+        value = node.value
+        if isinstance(value, Seq) and value.kind in ("pair", "tuple") and len(value.items) == len(names):
+            return dict(zip(names, value.items)) if len(set(names)) == len(names) else None
+        return None
+    if isinstance(node, Seq) and node.kind == "list" and all(isinstance(i, Assign) for i in node.items):
+        named = {i.name: i.value for i in node.items if isinstance(i, Assign)}
+        return named if len(named) == len(node.items) else None
+    return None
 
 
 def _is_number_leaf(node: Node) -> bool:

@@ -39,6 +39,21 @@ _ANSWER_IS_RE = re.compile(
     r"\banswer\s*(?:\*\*)?\s*(?:is|:|=|would\s+be|will\s+be)\s*[:=]?\s*",
     re.IGNORECASE,
 )
+#: "Answer" opening a line and followed directly by math: ``Answer $9$``, ``Answer \\[ 9 \\]``
+_ANSWER_MATH_RE = re.compile(
+    r"(?:^|\n)[ \t]*(?:\*\*)?(?:final[ \t]+)?answer(?:\*\*)?[ \t]*[:.]?[ \t]*(?=\$|\\\[|\\\()", re.IGNORECASE
+)
+_MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+_INLINE = ("$", "\\(")
+_MATH_SPAN_RE = re.compile(r"\$[^$]{1,200}\$")
+_STATES_RE = re.compile(r"\s(?:is|are|equals|was|were)\s|\s=\s", re.IGNORECASE)
+_WORD_RE = re.compile(r"(?<![\\a-zA-Z])[A-Za-z]{2,}(?![a-zA-Z])")
+_MATH_WORDS = frozenset("pi sin cos tan cot sec csc log ln exp sqrt arcsin arccos arctan mod inf infty".split())
+_QUALIFIER_RE = re.compile(
+    r"\b(?:not|no|never|cannot|can't|isn't|impossible|none|neither|nor|either|or|least|most|more|less|fewer"
+    r"|greater|between|approximately|about|around|roughly|nearly|almost|over|under|except|if)\b",
+    re.IGNORECASE,
+)
 _BARE_BOX_RE = re.compile(r"[ \t]+([^\s$.,;{}]+)")
 _NUMBER_RE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 _PROSE_RE = re.compile(r"(?<![\\a-zA-Z])[A-Za-z]{2,}\s+[A-Za-z]{2,}(?![a-zA-Z])")
@@ -134,19 +149,23 @@ def _count_items(content: str) -> int:
 
 def _answer_is(region: str) -> str | None:
     last = None
-    for m in _ANSWER_IS_RE.finditer(region):
-        last = m
+    for pattern in (_ANSWER_IS_RE, _ANSWER_MATH_RE):
+        for m in pattern.finditer(region):
+            if last is None or m.end() > last.end():
+                last = m
     if last is None:
         return None
     tail = region[last.end() :]
-    tail = tail.split("\n\n", 1)[0]
+    tail = tail.split("\n\n", 1)[0] if not tail.lstrip().startswith(("$$", "\\[")) else tail
     tail = tail.strip().lstrip("*").strip()
     if not tail:
         return None
-    if tail.startswith("$"):
-        close = tail.find("$", 1)
-        if close != -1:
-            return tail[1:close].strip() or None
+    for opener, closer in _MATH_DELIMITERS:
+        if tail.startswith(opener):
+            close = tail.find(closer, len(opener))
+            if close != -1 and not (opener in _INLINE and "\n" in tail[:close]):  # inline math is one line
+                return tail[len(opener) : close].strip() or None
+            break
     line = tail.split("\n", 1)[0]
     m = re.search(r"\.(?=\s|$)", line)
     sentence = line[: m.start()] if m else line
@@ -154,7 +173,35 @@ def _answer_is(region: str) -> str | None:
     sentence = sentence.strip().strip("*").strip()
     if not sentence or len(sentence) > 300:
         return None
-    return sentence
+    return value_in_sentence(sentence)
+
+
+def value_in_sentence(sentence: str) -> str:
+    """The value a one-sentence answer states ("The largest $n$ is 34." -> ``34``): the text
+    after its last "is"/"are"/"equals" ("6 ways" -> ``6``), else its only number or math span. A
+    sentence that is not prose, that qualifies its value ("not", "at least", "or", ...) or that
+    states two values ("x is 5 and y is 6") is kept whole."""
+    masked = _MATH_SPAN_RE.sub(lambda m: "$" + "\x00" * (len(m.group(0)) - 2) + "$", sentence)
+    if not _PROSE_RE.search(_MATH_SPAN_RE.sub(" ", sentence)) or _QUALIFIER_RE.search(masked):
+        return sentence
+    verbs = list(_STATES_RE.finditer(masked))
+    if verbs:
+        if len(verbs) > 1 and _candidates(sentence[verbs[0].end() : verbs[-1].start()]):
+            return sentence
+        value = sentence[verbs[-1].end() :].strip()
+        if value and not _PROSE_RE.search(_MATH_SPAN_RE.sub(" ", value)):
+            found = _candidates(value)
+            words = _WORD_RE.findall(_MATH_SPAN_RE.sub(" ", value))
+            if len(found) == 1 and words and not any(w.lower() in _MATH_WORDS for w in words):
+                return found[0]  # "6 ways"
+            return value
+    found = _candidates(sentence)
+    return found[0] if len(found) == 1 else sentence
+
+
+def _candidates(text: str) -> list[str]:
+    """The math spans and the numbers outside them."""
+    return _MATH_SPAN_RE.findall(text) + _NUMBER_RE.findall(_MATH_SPAN_RE.sub(" ", text))
 
 
 def _final_hash(region: str) -> str | None:

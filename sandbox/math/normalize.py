@@ -88,7 +88,7 @@ UNIT_WORDS = frozenset(
     month months year years yr yrs gram grams g kg kilogram kilograms mg pound pounds lb lbs ounce ounces oz
     ton tons liter liters litre litres l ml milliliter milliliters gallon gallons gal quart quarts pint pints
     cup cups dollar dollars cent cents usd euro euros rupee rupees yen degree degrees deg rad radian radians
-    percent percentage points point pts people persons students apples cookies marbles times
+    percent pct percentage points point pts people persons students apples cookies marbles times
     """.split()
 )
 _ROW_BREAK = "\x00ROW\x00"
@@ -170,7 +170,15 @@ _DISPLAY_RE = re.compile(r"\\[()\[\]]|\\(?:displaystyle|textstyle|scriptstyle|li
 _SIZING_RE = re.compile(
     r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)(?![a-zA-Z])\s*\.?"
 )
-_BRACED_COMMA_RE = re.compile(r"(\d)\s*\{,\}\s*(\d)")
+#: ``-2 \\\\le x \\\\le 7``: every command's backslash doubled by string escaping (outside a matrix,
+#: with no command written with one backslash), read as ``-2 \\le x \\le 7``
+_ESCAPED_COMMAND_RE = re.compile(r"\\\\(?=[a-zA-Z])")
+_SINGLE_COMMAND_RE = re.compile(r"(?<!\\)\\[a-zA-Z]")
+#: a lone backslash ending the answer (``185\\``) escapes nothing
+_STRAY_BACKSLASH_RE = re.compile(r"(?<!\\)\\\s*$")
+_BRACED_COMMA_RE = re.compile(r"(\d)\s*\{\s*,\s*\}\s*(\d)")
+#: ``11,\! 111`` (a space after the separator) is one number, as ``11,\!111`` is
+_BANG_THOUSANDS_RE = re.compile(r"(\d),\\!\s*(?=\d{3}(?!\d))")
 _THIN_THOUSANDS_RE = re.compile(r"(\d)\\[,;:]\s*(?=\d{3}\b)")
 _SPACING_RE = re.compile(r"\\(?:[,;:>]|quad|qquad)|\\ |~|\\hspace\*?\{[^{}]*\}")
 _MACRO_RULES = [
@@ -188,8 +196,8 @@ _DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree(?![a
 _PERCENT_RE = re.compile(r"\\%|%|\\percent(?![a-zA-Z])")
 _SPACES_RE = re.compile(r"\s+")
 _TRAILING_BANG_RE = re.compile(r"(?<=[A-Za-z\s])!+$")
-_TRAILING_WORD_RE = re.compile(r"\s*(?:\\text\s*)?(?:degrees?|percent)$", re.IGNORECASE)
-_PERCENT_WORD_RE = re.compile(r"\bpercent\b", re.IGNORECASE)
+_TRAILING_WORD_RE = re.compile(r"\s*(?:\\text\s*)?(?:degrees?|percent|pct)$", re.IGNORECASE)
+_PERCENT_WORD_RE = re.compile(r"\b(?:percent|pct)\b", re.IGNORECASE)
 _DEGREE_WORD_RE = re.compile(r"\bdegrees?\b", re.IGNORECASE)
 
 
@@ -201,8 +209,12 @@ def normalize_answer(answer: str) -> Normalized:
     s = _replace_unicode(answer[:MAX_ANSWER_CHARS])
     s = s.replace(r"\$", " ").replace("$", " ")
     if "\\" in s:
+        if "\\begin" not in s and not _SINGLE_COMMAND_RE.search(s):
+            s = _ESCAPED_COMMAND_RE.sub(r"\\", s)
+        s = _STRAY_BACKSLASH_RE.sub("", s)
         s = _DISPLAY_RE.sub(" ", s)
         s = _SIZING_RE.sub("", s)
+        s = _BANG_THOUSANDS_RE.sub(r"\1,", s)
         s = s.replace("\\\\", _ROW_BREAK).replace("\\!", "")
         s = _THIN_THOUSANDS_RE.sub(r"\1", s)
         s = _SPACING_RE.sub(" ", s)

@@ -11,6 +11,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sandbox.math.labels import (
+    canonical_label,
+    has_free_letter,
+    is_label,
+    is_named_value,
+    ratio_parts,
+    split_bracket_alternatives,
+    written_number,
+)
 from sandbox.math.latex_scan import enclosing_pair, split_top_level, strip_outer_braces
 
 
@@ -79,7 +88,6 @@ _MATRIX_RE = re.compile(
 )
 #: A side of an equation that is plain arithmetic on numbers (no variables): "2 + 4", "3 \\times 4".
 _ARITHMETIC_RE = re.compile(r"(?:[\d\s+\-*/^().,×÷·]|\\times|\\cdot|\\div|\\,|\\!)+")
-_NAME_RE = re.compile(r"^(?:[A-Za-z]|\\[a-zA-Z]+)(?:_\{?[A-Za-z0-9]+\}?)?'*$")
 _LIST_SEPARATORS = (",", ";", " and ", " or ", r"\text{and}", r"\text{or}")
 _MEMBERSHIP_RE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?|\\[a-zA-Z]+)\s*\\in\s*")
 
@@ -107,7 +115,14 @@ def _parse(text: str, multiple: bool) -> Node:
         raise Unparseable("empty answer")
     if _THOUSANDS_RE.match(s) and not multiple:
         return Leaf(s.replace(",", ""))
+    number = written_number(s)
+    if number is not None:
+        return Leaf(number)
     s = _MEMBERSHIP_RE.sub("", s, count=1)
+    s = split_bracket_alternatives(s)
+    groups = _labelled_groups(s)
+    if groups is not None:
+        return groups
     parts = [p for p in split_top_level(s, _LIST_SEPARATORS) if p]
     if len(parts) > MAX_ITEMS:
         raise Unparseable("too many items")
@@ -119,6 +134,32 @@ def _parse(text: str, multiple: bool) -> Node:
     if isinstance(items[0], Assign) and not any(isinstance(i, Assign) for i in items[1:]):
         items[0] = items[0].value
     return Seq("list", _flatten_plus_minus(items))
+
+
+def _labelled_groups(s: str) -> Seq | None:
+    """``p=5,q=2; p=7,q=2``: solutions given as groups of labelled values, one group per
+    solution, read as the tuples ``(p,q)=(5,2)`` and ``(p,q)=(7,2)``."""
+    if "=" not in s:
+        return None
+    groups = split_top_level(s, (";", " or ", r"\text{or}"))
+    if not 2 <= len(groups) <= MAX_ITEMS:
+        return None
+    tuples: list[Node] = []
+    names: list[str] | None = None
+    for group in groups:
+        parts = [p for p in split_top_level(group, (",", " and ")) if p]
+        if not 2 <= len(parts) <= MAX_ITEMS or any("=" not in p for p in parts):
+            return None
+        items = [_single(p) for p in parts]
+        if not all(isinstance(i, Assign) for i in items):
+            return None
+        these = [i.name for i in items]  # type: ignore[union-attr]
+        if len(set(these)) != len(these) or (names is not None and these != names):
+            return None
+        names = these
+        values = tuple(i.value for i in items)  # type: ignore[union-attr]
+        tuples.append(Assign(f"({','.join(these)})", Seq("pair" if len(values) == 2 else "tuple", values)))
+    return Seq("list", tuple(tuples))
 
 
 def _flatten_plus_minus(items: list[Node]) -> tuple[Node, ...]:
@@ -163,6 +204,8 @@ def _single(s: str) -> Node:
                 return Seq("set", ())
             return Seq("set", _flatten_plus_minus([_single(p) for p in split_top_level(inner, (",", ";")) if p]))
         items = [p for p in split_top_level(inner, (",",))]
+        if len(items) == 1 and opener != "\\{":
+            items = split_top_level(inner, (";",))  # (0;-2;6): semicolons between coordinates
         mixed = (opener, closer) in (("[", ")"), ("(", "]"))
         if len(items) == 1:
             if mixed:
@@ -183,17 +226,48 @@ def _single(s: str) -> Node:
         center = _single(pm[0]) if pm[0] else None
         return PlusMinus(center, _single(pm[1]))
     eq = split_top_level(s, ("=",))
-    if len(eq) == 2 and _NAME_RE.match(eq[0]) and eq[1] and not re.search(r"\\(?:le|ge|ne)\b|[<>]", eq[1]):
-        return Assign(eq[0].replace("{", "").replace("}", ""), _single(eq[1]))
-    if len(eq) > 2 and all(_NAME_RE.match(e) for e in eq[:-1]) and eq[-1]:
-        return Assign(eq[-2].replace("{", "").replace("}", ""), _single(eq[-1]))
-    if (
-        len(eq) >= 2
-        and eq[-1].strip()
-        and all(_ARITHMETIC_RE.fullmatch(e.strip()) and re.search(r"\d", e) for e in eq[:-1])
-    ):
+    if len(eq) == 2 and is_label(eq[0]) and eq[1] and not re.search(r"\\(?:le|ge|ne)\b|[<>]", eq[1]):
+        return Assign(canonical_label(eq[0]), _single(eq[1]))
+    if len(eq) > 2 and eq[-1] and is_label(eq[0]):
+        if all(is_label(e) for e in eq[1:-1]):
+            return Assign(canonical_label(eq[-2]), _single(eq[-1]))
+        if all(_worked_arithmetic(e) for e in eq[1:-1]):
+            return Assign(canonical_label(eq[0]), _single(eq[-1]))  # "z = 1 + 1 = 2"
+    if len(eq) >= 2 and eq[-1].strip() and not has_free_letter(eq[-1]) and all(map(_worked_arithmetic, eq[:-1])):
         return _single(eq[-1])  # "2+4=6": the worked arithmetic ends in the answer, its last side
+    interval = _double_inequality(s)
+    if interval is not None:
+        return interval
+    parts = ratio_parts(s)
+    if parts is not None:
+        return Seq("ratio", tuple(Leaf(p) for p in parts))
     return Leaf(s)
+
+
+def _worked_arithmetic(side: str) -> bool:
+    """Plain arithmetic on numbers: digits, operators, and no free variable."""
+    side = side.strip()
+    return bool(side and _ARITHMETIC_RE.fullmatch(side) and re.search(r"\d", side) and not has_free_letter(side))
+
+
+_INEQUALITY_RE = re.compile(r"(<|>|\\le(?![a-zA-Z])|\\ge(?![a-zA-Z]))")
+
+
+def _double_inequality(s: str) -> Interval | None:
+    """``0 < f(x) < 1`` / ``7 \\ge x \\ge -2``: a name or function value between two constant
+    bounds is an interval (``1 \\le |z| \\le 2`` is not: it is solved for ``z``)."""
+    parts = _INEQUALITY_RE.split(s)
+    if len(parts) != 5:
+        return None
+    lo, op1, mid, op2, hi = (p.strip() for p in parts)
+    up = {"<": True, "\\le": True, ">": False, "\\ge": False}
+    if up[op1] != up[op2] or not is_named_value(mid) or not lo or not hi or has_free_letter(lo + hi):
+        return None
+    if "(" in lo + hi or "[" in lo + hi or "=" in lo + hi:
+        return None
+    if not up[op1]:
+        lo, hi, op1, op2 = hi, lo, op2, op1
+    return Interval(_single(lo), _single(hi), op1 == "\\le", op2 == "\\le")
 
 
 def _matrix(env: str, body: str) -> Matrix:

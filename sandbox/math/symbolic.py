@@ -11,7 +11,6 @@ free symbols a deterministic multi-point numeric test.
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 from functools import lru_cache
 
 import sympy
@@ -19,12 +18,13 @@ from antlr4.atn.PredictionMode import PredictionMode
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig, _Latex2Sympy
 
 from sandbox.math.compare import GoldUnparseable
+from sandbox.math.latex_prep import prepare_latex
+from sandbox.math.latex_scan import split_top_level
 from sandbox.math.numeric import TooLarge
 from sandbox.math.structure import Assign, Interval, Leaf, Node, PlusMinus, Seq, Unparseable
 from sandbox.math.structure import Union as UnionNode
 
 _CONVERSION = ConversionConfig(lowercase_symbols=False, interpret_simple_eq_as_assignment=False)
-_DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?:[eE]([-+]?\d+))?|(?<![\d.])(\d+)[eE]([-+]?\d+)(?![\d.])")
 MAX_EXPONENT = 10_000
 MAX_BITS = 200_000
 MAX_FACTORIAL = 2_000
@@ -37,22 +37,6 @@ _PROBE_POINTS = (
     sympy.Rational(-1, 3) - sympy.I * sympy.Rational(5, 4),
     sympy.Rational(23, 11),
 )
-
-
-def _exact_decimals(text: str) -> str:
-    """Rewrite decimal and e-notation literals as exact fractions before parsing."""
-
-    def repl(m: re.Match[str]) -> str:
-        if m.group(2) is not None:
-            whole, frac, exp = m.group(1) or "0", m.group(2), m.group(3)
-            value = Fraction(f"{whole}.{frac}" + (f"e{exp}" if exp else ""))
-        else:
-            value = Fraction(f"{m.group(4)}e{m.group(5)}")
-        if value.denominator == 1:
-            return f"({value.numerator})"
-        return f"(\\frac{{{value.numerator}}}{{{value.denominator}}})"
-
-    return _DECIMAL_RE.sub(repl, text)
 
 
 def _estimate_bits(value: sympy.Basic) -> float:
@@ -94,6 +78,9 @@ def safe_evaluate(expr: sympy.Basic) -> sympy.Basic:
             raise TooLarge("binomial too large")
     if isinstance(expr, sympy.UnevaluatedExpr):
         return args[0]
+    if isinstance(expr, sympy.And):
+        # latex2sympy's And subclass cannot be rebuilt when its parts evaluate to True/False
+        return sympy.And(*args)
     try:
         return expr.func(*args)
     except (TypeError, ValueError, AttributeError):
@@ -130,26 +117,25 @@ def _parse_latex(text: str) -> sympy.Basic:
         return _Latex2Sympy(config=_CONVERSION).parse(text)
 
 
-def _prepare(text: str) -> str:
-    """Work around grammar gaps: exact decimals, ``_{\\max}`` subscripts, ``E_1`` (E is a token)."""
-    text = _exact_decimals(text)
-    text = re.sub(r"_\{\s*\\([a-zA-Z]+)\s*\}", r"_{\1}", text)
-    text = re.sub(r"\\(gamma|Gamma)(?![a-zA-Z(])", r"\\Xi_{\1}", text)
-    return re.sub(r"(?<![\\A-Za-z])E_", r"\\mho_", text)
-
-
 @lru_cache(maxsize=8192)
 def to_sympy(text: str, allow_complex: bool = True) -> sympy.Basic:
     """Parse one leaf (a scalar, relation or simple set) into an evaluated sympy object."""
     if len(text) > 10_000:
         raise Unparseable("answer too long to parse")
+    if text.count("=") >= 2:
+        chain = _chain(text, allow_complex)
+        if chain is not None:
+            return chain
     try:
-        parsed = _parse_latex(_prepare(text))
+        parsed = _parse_latex(prepare_latex(text))
     except RecursionError as exc:
         raise Unparseable("nesting too deep") from exc
     except TooLarge:
         raise
     except Exception as exc:  # the ANTLR front end raises plain Exception on syntax errors
+        chain = _chain(text, allow_complex)
+        if chain is not None:
+            return chain
         raise Unparseable(f"cannot parse {text[:60]!r}") from exc
     if isinstance(parsed, (list, tuple)):
         raise Unparseable("unexpected sequence")
@@ -161,7 +147,31 @@ def to_sympy(text: str, allow_complex: bool = True) -> sympy.Basic:
     except RecursionError as exc:
         raise Unparseable("nesting too deep") from exc
     except (TypeError, ValueError, AttributeError, ArithmeticError, NotImplementedError, IndexError) as exc:
+        chain = _chain(text, allow_complex)
+        if chain is not None:
+            return chain
         raise Unparseable(f"cannot evaluate {text[:60]!r}: {type(exc).__name__}") from exc
+
+
+_RELATIONS = {"=": sympy.Eq, "<": sympy.Lt, ">": sympy.Gt, "\\le": sympy.Le, "\\ge": sympy.Ge}
+_RELATION_RE = re.compile(r"(\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|<|>|=)")
+
+
+def _chain(text: str, allow_complex: bool) -> sympy.Basic | None:
+    """``a = b = c``, ``0 < 0 < 0``: a chain of two or more relations as the conjunction of its
+    links, each side read on its own (the grammar fails on chains whose links evaluate to
+    True/False, and on every chain of equations). None when ``text`` is not such a chain."""
+    pieces = _RELATION_RE.split(text)
+    sides, ops = [p.strip() for p in pieces[::2]], pieces[1::2]
+    tops = split_top_level(text, tuple(_RELATIONS))
+    if len(ops) < 2 or len(tops) != len(sides) or not all(sides):
+        return None
+    values = [to_sympy(side, allow_complex) for side in sides]
+    try:
+        links = [_RELATIONS[op](a, b, evaluate=False) for op, a, b in zip(ops, values, values[1:])]
+        return sympy.And(*links, evaluate=False)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise Unparseable(f"cannot read the chain {text[:60]!r}") from exc
 
 
 def _close(a: sympy.Basic, b: sympy.Basic, rel: float, digits: int = EQUAL_DIGITS) -> bool | None:
