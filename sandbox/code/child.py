@@ -74,9 +74,12 @@ def enter_child(
     ready = max(fds)
     os.closerange(ready + 1, 65536)
     os.chdir(workdir)
-    try:
-        with open("/proc/self/oom_score_adj", "w") as fh:
-            fh.write("1000")  # the out-of-memory killer takes this process before the supervisor
+    try:  # the out-of-memory killer takes this process before the supervisor
+        adj = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(adj, b"1000")
+        finally:
+            os.close(adj)
     except OSError:
         pass
     apply_rlimits(limits)
