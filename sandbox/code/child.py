@@ -110,9 +110,15 @@ def python_streams(isolated: bool = True) -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
-    if isolated:
-        sys.path[:] = [p for p in sys.path if p and os.path.isdir(p)] + [SITE_DIR]
-        importlib.invalidate_caches()
+    if isolated and sys.path[-1:] != [SITE_DIR]:
+        sandbox_import_path()
+
+
+def sandbox_import_path() -> None:
+    """The standard library's directories that exist in the sandbox, then ``/site``; import
+    caches of the host's view dropped. PID 1 does it once; its test children inherit it."""
+    sys.path[:] = [p for p in sys.path if p and os.path.isdir(p)] + [SITE_DIR]
+    importlib.invalidate_caches()
 
 
 def _flush_and_exit(code: int) -> None:
