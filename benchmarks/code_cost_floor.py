@@ -1,9 +1,10 @@
 """Where the code verifier's time goes, against the floors the speed targets meet (README, "The speed
-goal"): what a fresh sandbox costs before any test runs, what a LiveCodeBench program costs us
-end to end, and how much of the canonical solutions' grading (MBPP+, HumanEval+) is their own computation.
+goal"): the CPU one submission, one further stdin test and one further call cost (kernel workers
+included), what a fresh sandbox's building blocks cost, what a LiveCodeBench program costs us end
+to end, and how much of the canonical solutions' grading (MBPP+, HumanEval+) is their own computation.
 
-    python benchmarks/code_cost_floor.py                 # blocks, lcb, mbpp (~2 min on 2 cores)
-    python benchmarks/code_cost_floor.py --parts blocks,lcb
+    python benchmarks/code_cost_floor.py                 # overhead, blocks, lcb, mbpp (~3 min on 2 cores)
+    python benchmarks/code_cost_floor.py --parts overhead --repeat 300
 
 Run it on a quiet machine, as root inside ``unshare --mount --propagation private`` (the blocks
 part creates namespaces). CPU is read machine-wide from ``/proc/stat`` for the grading parts (the
@@ -82,6 +83,86 @@ def blocks() -> None:
     )
 
 
+def _kernel_threads() -> dict[str, int]:
+    """CPU ticks of every kernel thread (children of kthreadd): the workers that tear down
+    namespaces and mounts, which no process's ``getrusage`` counts."""
+    ticks = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = open(f"/proc/{name}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == "2":
+            ticks[name] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """A process's CPU and that of its reaped descendants (``/proc``, clock ticks)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def overhead_worker(repeat: int) -> None:
+    """Run in a fresh process: a judge's zygote started before anything heavy is imported (as
+    the judge's ``main`` does), then trivial submissions graded in this process. CPU per
+    submission = this judge's + the zygote's tree (every sandbox is its descendant and reaped) +
+    kernel threads (a thread that exits during the run loses its last ticks: a lower bound)."""
+    from sandbox.code import box, judge
+    from sandbox.code.zygote import start_zygote
+
+    judge.ISOLATION = judge.isolation_available()
+    if not judge.ISOLATION[0]:
+        print(f"  isolation unavailable: {judge.ISOLATION[1]}")
+        return
+    box.ZYGOTE = start_zygote(True)
+    from sandbox.code.verify import CodeGrader
+
+    grader = CodeGrader(workers=1)
+    kinds = {
+        "stdin": lambda n: grader.prepare("print(input())", [{"input": "1\n", "output": "1\n"}] * n),
+        "call": lambda n: grader.prepare(
+            "def f(x):\n    return x\n",
+            [{"args": [i], "expected": i} for i in range(n)],
+            fn_name="f",
+            compare="livecodebench",
+        ),
+    }
+    tick = os.sysconf("SC_CLK_TCK")
+    measured = {}
+    for kind, n in (("stdin", 1), ("stdin", 4), ("call", 1), ("call", 21)):
+        _, request, _ = kinds[kind](n)
+        for _ in range(10):
+            reply = judge.handle(dict(request))
+        assert reply.get("passed") == n, reply
+        k0, z0, own0, wall0 = _kernel_threads(), _tree_cpu_s(box.ZYGOTE[0]), time.process_time(), time.perf_counter()
+        for _ in range(repeat):
+            judge.handle(dict(request))
+        k1, z1, own1, wall1 = _kernel_threads(), _tree_cpu_s(box.ZYGOTE[0]), time.process_time(), time.perf_counter()
+        kernel = sum(v - k0.get(p, 0) for p, v in k1.items()) / tick
+        parts = [1e3 * x / repeat for x in (own1 - own0, z1 - z0, kernel)]
+        measured[kind, n] = sum(parts)
+        print(
+            f"  {kind} x{n:<3d} {sum(parts):6.2f} CPU-ms per submission (judge {parts[0]:.2f}, sandboxes and zygote "
+            f"{parts[1]:.2f}, kernel workers {parts[2]:.2f}); {1e3 * (wall1 - wall0) / repeat:.2f} ms wall"
+        )
+    print(
+        f"  overhead: {measured['stdin', 1]:.2f} CPU-ms per stdin submission (one test), "
+        f"{measured['call', 1]:.2f} per call-based submission (one call), "
+        f"{(measured['stdin', 4] - measured['stdin', 1]) / 3:.2f} per further stdin test, "
+        f"{(measured['call', 21] - measured['call', 1]) / 20:.2f} per further call"
+    )
+
+
+def overhead(repeat: int) -> None:
+    import subprocess
+
+    print(f"per-submission CPU, trivial programs, {repeat} submissions each, one judge:", flush=True)
+    subprocess.run([sys.executable, __file__, "--overhead-worker", "--repeat", str(repeat)], check=True, cwd=str(ROOT))
+
+
 def livecodebench(workers: int) -> None:
     """Each problem's program correct by construction (a lookup: no work of its own)."""
     from lcb_peer import problems_by_id
@@ -152,10 +233,19 @@ def canonical(dataset: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", default="blocks,lcb,mbpp", help="blocks, lcb, mbpp, humaneval (comma-separated)")
+    parser.add_argument(
+        "--parts", default="overhead,blocks,lcb,mbpp", help="overhead, blocks, lcb, mbpp, humaneval (comma-separated)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="judges for the LiveCodeBench part")
+    parser.add_argument("--repeat", type=int, default=200, help="submissions per kind for the overhead part")
+    parser.add_argument("--overhead-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.overhead_worker:
+        overhead_worker(args.repeat)
+        return
     parts = set(args.parts.split(","))
+    if "overhead" in parts:
+        overhead(args.repeat)
     if "blocks" in parts:
         blocks()
     if "lcb" in parts:

@@ -17,6 +17,7 @@ the sandbox falls back to per-process rlimits (the verdict's detail says so).
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import time
 from dataclasses import dataclass, field
@@ -83,12 +84,23 @@ class SandboxCgroup:
     events_fd: int = -1
     limit_fd: int = -1
     memsw_fd: int = -1
+    #: The limits last written (a reused slot rewrites them only when they change).
+    limits: tuple[int, int, int] = (0, 0, 0)
+    #: CPU the cgroup had counted when this sandbox's supervisor joined (a slot's cgroup is
+    #: reused: earlier sandboxes' CPU is not this one's).
+    cpu_base_ns: int = 0
+    #: The directories in creation order (``dirs`` is innermost first, for removal).
+    created: list[str] = field(default_factory=list)
 
     def join(self) -> None:
-        """Move the calling process (the supervisor) into the sandbox's cgroup."""
+        """Move the calling process (the supervisor) into the sandbox's cgroup; its count
+        starts here (less what the supervisor had already used, which it subtracts itself)."""
         me = str(os.getpid()).encode()
         for fd in self.procs_fds:
             os.write(fd, me)
+        self.cpu_base_ns = 0
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        self.cpu_base_ns = self.cpu_ns() - int((own.ru_utime + own.ru_stime) * 1e9)
 
     def join_program(self) -> None:
         """Move the calling process (a test child, before it runs anything of the program's)
@@ -100,10 +112,10 @@ class SandboxCgroup:
     def cpu_ns(self) -> int:
         raw = os.pread(self.cpu_fd, 4096, 0).decode()
         if self.version == 1:
-            return int(raw.split()[0])
+            return int(raw.split()[0]) - self.cpu_base_ns
         for line in raw.splitlines():
             if line.startswith("usage_usec"):
-                return int(line.split()[1]) * 1000
+                return int(line.split()[1]) * 1000 - self.cpu_base_ns
         return 0
 
     def oom_kills(self) -> int:
@@ -217,6 +229,8 @@ class Cgroups:
                     _write(os.path.join(path, "cgroup.subtree_control"), "+memory +pids")
             total = max(memory_bytes, peak_bytes) + supervisor_bytes
             group = self._configure(dirs, memory_bytes, total, processes)
+            group.limits = (memory_bytes, total, processes)
+            group.created = list(dirs)
         except OSError:
             for path in reversed(made):
                 try:
@@ -227,14 +241,35 @@ class Cgroups:
         group.dirs = sorted(dirs, key=lambda d: -d.count(os.sep))  # removed innermost first
         return group
 
+    def set_limits(self, dirs: list[str], program_bytes: int, total_bytes: int, processes: int) -> None:
+        """Write the memory and process limits (``dirs`` in creation order)."""
+        if self.version == 1:
+            mem, prog, pids, _ = dirs
+            for path, limit in ((mem, total_bytes), (prog, program_bytes)):
+                memory = os.path.join(path, "memory.limit_in_bytes")
+                memsw = os.path.join(path, "memory.memsw.limit_in_bytes")
+                if not os.path.exists(memsw):
+                    _write(memory, str(limit))
+                    continue
+                try:  # memory+swap >= memory at every moment: lowering, memory goes first
+                    _write(memory, str(limit))
+                    _write(memsw, str(limit))
+                except OSError:
+                    _write(memsw, str(limit))
+                    _write(memory, str(limit))
+            _write(os.path.join(pids, "pids.max"), str(processes))
+            return
+        top, prog, _ = dirs
+        for path, limit in ((top, total_bytes), (prog, program_bytes)):
+            _write(os.path.join(path, "memory.max"), str(limit))
+            if os.path.exists(os.path.join(path, "memory.swap.max")):
+                _write(os.path.join(path, "memory.swap.max"), "0")
+        _write(os.path.join(top, "pids.max"), str(processes))
+
     def _configure(self, dirs: list[str], program_bytes: int, total_bytes: int, processes: int) -> SandboxCgroup:
+        self.set_limits(dirs, program_bytes, total_bytes, processes)
         if self.version == 1:
             mem, prog, pids, cpu = dirs
-            for path, limit in ((mem, total_bytes), (prog, program_bytes)):
-                _write(os.path.join(path, "memory.limit_in_bytes"), str(limit))
-                if os.path.exists(os.path.join(path, "memory.memsw.limit_in_bytes")):
-                    _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(limit))
-            _write(os.path.join(pids, "pids.max"), str(processes))
             group = SandboxCgroup(1, dirs)
             group.procs_fds = [
                 os.open(os.path.join(d, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC) for d in (mem, pids, cpu)
@@ -248,11 +283,6 @@ class Cgroups:
                 group.memsw_fd = os.open(memsw, os.O_RDWR | os.O_CLOEXEC)
             return group
         top, prog, sup = dirs
-        for path, limit in ((top, total_bytes), (prog, program_bytes)):
-            _write(os.path.join(path, "memory.max"), str(limit))
-            if os.path.exists(os.path.join(path, "memory.swap.max")):
-                _write(os.path.join(path, "memory.swap.max"), "0")
-        _write(os.path.join(top, "pids.max"), str(processes))
         group = SandboxCgroup(2, dirs)
         group.procs_fds = [os.open(os.path.join(sup, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)]
         group.program_fds = [os.open(os.path.join(prog, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)]
@@ -260,6 +290,42 @@ class Cgroups:
         group.events_fd = os.open(os.path.join(prog, "memory.events"), os.O_RDONLY | os.O_CLOEXEC)
         group.limit_fd = os.open(os.path.join(prog, "memory.max"), os.O_RDWR | os.O_CLOEXEC)
         return group
+
+    def reuse(
+        self, group: SandboxCgroup, memory_bytes: int, processes: int, supervisor_bytes: int, peak_bytes: int = 0
+    ) -> None:
+        """Give a vacated cgroup the limits of its next sandbox (all of them where they change;
+        the program's memory always, as a sandbox killed while compiling leaves the compiler's)."""
+        limits = (memory_bytes, max(memory_bytes, peak_bytes) + supervisor_bytes, processes)
+        if limits != group.limits:
+            self.set_limits(group.created, limits[0], limits[1], processes)
+            group.limits = limits
+        else:
+            group.set_memory(memory_bytes)
+
+    def vacate(self, group: SandboxCgroup, wait_s: float = 5.0) -> list[int]:
+        """Kill whatever is still in the cgroup and wait until it is empty; returns the pids
+        found (none once its sandbox's PID 1 is reaped: a member here escaped the sandbox's
+        PID namespace). Raises ``OSError`` if it cannot be emptied in ``wait_s``."""
+        found: list[int] = []
+        deadline = time.monotonic() + wait_s
+        pause = 0.0002
+        for path in group.dirs:
+            while True:
+                members = _members(path)
+                if not members:
+                    break
+                found += [pid for pid in members if pid not in found]
+                for pid in members:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                if time.monotonic() > deadline:
+                    raise OSError(f"cgroup {path} still has members {members}")
+                time.sleep(pause)
+                pause = min(2 * pause, 0.005)
+        return found
 
     def remove(self, group: SandboxCgroup, wait_s: float = 5.0) -> None:
         """Kill anything still in the cgroup, then remove it, nested cgroups first (retrying

@@ -74,9 +74,12 @@ def enter_child(
     ready = max(fds)
     os.closerange(ready + 1, 65536)
     os.chdir(workdir)
-    try:
-        with open("/proc/self/oom_score_adj", "w") as fh:
-            fh.write("1000")  # the out-of-memory killer takes this process before the supervisor
+    try:  # the out-of-memory killer takes this process before the supervisor
+        adj = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(adj, b"1000")
+        finally:
+            os.close(adj)
     except OSError:
         pass
     apply_rlimits(limits)
@@ -107,9 +110,15 @@ def python_streams(isolated: bool = True) -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
-    if isolated:
-        sys.path[:] = [p for p in sys.path if p and os.path.isdir(p)] + [SITE_DIR]
-        importlib.invalidate_caches()
+    if isolated and sys.path[-1:] != [SITE_DIR]:
+        sandbox_import_path()
+
+
+def sandbox_import_path() -> None:
+    """The standard library's directories that exist in the sandbox, then ``/site``; import
+    caches of the host's view dropped. PID 1 does it once; its test children inherit it."""
+    sys.path[:] = [p for p in sys.path if p and os.path.isdir(p)] + [SITE_DIR]
+    importlib.invalidate_caches()
 
 
 def _flush_and_exit(code: int) -> None:

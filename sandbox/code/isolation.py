@@ -70,6 +70,46 @@ def unshare(flags: int) -> None:
     _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
 
 
+def setns(fd: int, nstype: int) -> None:
+    _check(_libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+
+
+def empty_network_namespace() -> int:
+    """A descriptor of a new network namespace with nothing in it (its loopback down), made
+    without leaving the caller's own: sandboxes enter it with ``setns``."""
+    own = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        unshare(CLONE_NEWNET)
+        try:
+            return os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            setns(own, CLONE_NEWNET)
+    finally:
+        os.close(own)
+
+
+def network_namespace_sockets(fd: int, families: tuple[str, ...] = ("unix",)) -> int:
+    """Sockets of ``families`` (``/proc/net`` names) that still exist in the network namespace
+    ``fd``. Unix sockets are the only family a filtered program may open; reading ``tcp`` walks
+    the machine's whole connection table, so it is asked for only where there is no filter."""
+    own = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    count = 0
+    try:
+        setns(fd, CLONE_NEWNET)
+        try:
+            for name in families:
+                try:
+                    with open(f"/proc/self/net/{name}", "rb") as fh:
+                        count += max(0, len(fh.read().splitlines()) - 1)
+                except OSError:
+                    pass
+        finally:
+            setns(own, CLONE_NEWNET)
+    finally:
+        os.close(own)
+    return count
+
+
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     enc = lambda s: None if s is None else s.encode()  # noqa: E731
     _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
@@ -151,15 +191,19 @@ def _tmpfs(target: str, size_kb: int, inodes: int, mode: str, flags: int = 0) ->
     )
 
 
-def build_root(layout: RootLayout, scratch_mb: int, scratch_files: int, program_kb: int) -> None:
-    """Assemble a new root (inside a private mount namespace) and chroot into it.
+#: Where the read-only root template lives inside the zygote's own mount namespace.
+TEMPLATE_ROOT = "/tmp/root"
+
+
+def build_template(layout: RootLayout) -> str:
+    """Assemble the read-only root every sandbox starts from, once, in the calling process's
+    (already private) mount namespace; returns its path.
 
     Nothing is created on the host: a tmpfs first covers ``/tmp`` in this namespace only, and
-    the new root is a second small tmpfs inside it (read-only once built). ``/prog`` is a tmpfs
-    that receives the program (and its compiled binary) and is then sealed read-only; the
-    sandbox's ``/tmp`` is the only writable place and is replaced by a fresh one for every test.
-    Every tmpfs has a size *and* an inode cap (empty files cost kernel memory too). ``/proc``
-    is mounted later, by PID 1.
+    the root is a second small tmpfs inside it, read-only once built. It holds read-only,
+    ``nosuid``/``nodev`` binds of what programs need, the device nodes, a stub ``passwd`` and
+    empty mount points for ``/tmp``, ``/prog`` and ``/proc``, which each sandbox covers with its
+    own (``enter_root``) in a copy of this namespace.
     """
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     # Hold every bind source open before the tmpfs covers /tmp: an interpreter or a virtual
@@ -167,7 +211,7 @@ def build_root(layout: RootLayout, scratch_mb: int, scratch_files: int, program_
     sources = [*layout.readonly_dirs, *layout.readonly_files, *(source for source, _ in layout.packages)]
     held = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in dict.fromkeys(sources)}
     _tmpfs("/tmp", 1024, 16, "0700")
-    root = "/tmp/root"
+    root = TEMPLATE_ROOT
     os.mkdir(root)
     _tmpfs(root, 16 << 10, 512, "0755")
     try:
@@ -184,16 +228,28 @@ def build_root(layout: RootLayout, scratch_mb: int, scratch_files: int, program_
         os.symlink(target, os.path.join(root, name))
     for directory in (SCRATCH_DIR, PROGRAM_DIR, "/proc", "/dev", "/etc"):
         os.makedirs(root + directory, exist_ok=True)
-    _tmpfs(root + SCRATCH_DIR, scratch_mb << 10, scratch_files, "1777")
-    _tmpfs(root + PROGRAM_DIR, program_kb, 64, "0755")
     for name, minor in (("null", 3), ("zero", 5), ("full", 7), ("random", 8), ("urandom", 9)):
         os.mknod(f"{root}/dev/{name}", 0o666 | 0o020000, os.makedev(1, minor))
         os.chmod(f"{root}/dev/{name}", 0o666)
     with open(root + "/etc/passwd", "w") as fh:
         fh.write("sandbox:x:%d:%d:sandbox:/tmp:/bin/false\n" % (65534, 65534))
+    mount(None, root, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    return root
+
+
+def enter_root(root: str, scratch_mb: int, scratch_files: int, program_kb: int) -> None:
+    """In a fresh copy of the template's mount namespace: a new ``/tmp`` (size and inode caps)
+    and ``/prog`` (receives the program, then sealed read-only) over the template's mount points,
+    then chroot into it. ``/proc`` is mounted by PID 1 once it is PID 1."""
+    _tmpfs(root + SCRATCH_DIR, scratch_mb << 10, scratch_files, "1777")
+    _tmpfs(root + PROGRAM_DIR, program_kb, 64, "0755")
     os.chroot(root)
     os.chdir("/")
-    mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_REC)
+
+
+def build_root(layout: RootLayout, scratch_mb: int, scratch_files: int, program_kb: int) -> None:
+    """The template built and entered in one go (inside a private mount namespace)."""
+    enter_root(build_template(layout), scratch_mb, scratch_files, program_kb)
 
 
 def fresh_scratch(scratch_mb: int, scratch_files: int) -> None:

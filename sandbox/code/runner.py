@@ -64,6 +64,8 @@ class Supervisor:
         #: The sandbox's CPU when the call child's last batch ended (None: something else ran
         #: since, or there is no call child): where its next call's clock starts.
         self.calls_cpu: float | None = None
+        #: Something ran in ``/tmp`` since it was last replaced.
+        self.scratch_dirty = False
 
     # -- process plumbing ----------------------------------------------------------------------
     def resource_limits(self, step: str, time_s: float | None = None) -> ResourceLimits:
@@ -85,6 +87,7 @@ class Supervisor:
     def spawn(
         self, target: Callable[[], None], step: str = "test", time_s: float | None = None, channels: bool = False
     ) -> Child:
+        self._fresh_scratch()
         pipes = {name: os.pipe() for name in ("stdin", "stdout", "stderr")}
         extra = [os.pipe(), os.pipe()] if channels else []
         for r, _ in [pipes["stdout"], *extra]:
@@ -246,11 +249,20 @@ class Supervisor:
         return self.cgroup.cpu_ns() / 1e9 - (own.ru_utime + own.ru_stime), self.cgroup.oom_kills()
 
     def reset_scratch(self) -> None:
+        """Mark ``/tmp`` used: the next process starts in an empty one (replaced by ``spawn``
+        just before it forks, so a sandbox's last test does not pay for a replacement nobody
+        uses; no process of the sandbox runs in between)."""
+        self.scratch_dirty = True
+
+    def _fresh_scratch(self) -> None:
+        if not self.scratch_dirty:
+            return
         if self.isolated:
             fresh_scratch(self.limits.scratch_mb, self.limits.scratch_files)
         else:
             shutil.rmtree(self.scratch, ignore_errors=True)
             os.makedirs(self.scratch, mode=0o777)
+        self.scratch_dirty = False
 
     def run_process(
         self,

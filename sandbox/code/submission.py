@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from sandbox.code.channels import Outcome
-from sandbox.code.child import compile_program, encode_call_request
+from sandbox.code.child import compile_program, encode_call_request, sandbox_import_path
 from sandbox.code.isolation import seal_program_dir
 from sandbox.code.languages import Language
 from sandbox.code.limits import Limits
@@ -56,6 +56,8 @@ def serve_submission(
         os.chmod(path, 0o444)
     for name in [m for m in sys.modules if m.split(".")[0] in ("harness", "trainers")]:
         del sys.modules[name]
+    if isolated:
+        sandbox_import_path()
     source = os.path.join(supervisor.prog_dir, language.source)
     compiled = {"status": "ok"}
     if language.warm and header.get("files"):

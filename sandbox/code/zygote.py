@@ -24,21 +24,30 @@ from collections import deque
 from typing import Any, Callable
 
 from sandbox.code import seccomp
-from sandbox.code.cgroups import SUPERVISOR_MB, Cgroups, SandboxCgroup
+from sandbox.code.cgroups import SUPERVISOR_MB, Cgroups
+from sandbox.code.child import SANDBOX_ENV
 from sandbox.code.isolation import (
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUTS,
     PR_SET_CHILD_SUBREAPER,
     PR_SET_PDEATHSIG,
-    SANDBOX_NAMESPACES,
-    build_root,
+    SCRATCH_DIR,
+    build_template,
     default_layout,
+    enter_root,
     join_fresh_keyring,
     mount_proc,
     prctl,
     sandbox_uid,
+    setns,
     unshare,
 )
 from sandbox.code.languages import Language, get_language
 from sandbox.code.limits import Limits
+from sandbox.code.slots import Slot, Slots
 from sandbox.code.submission import serve_submission
 from sandbox.wire import recv_json, send_json, write_frame
 
@@ -46,10 +55,61 @@ from sandbox.wire import recv_json, send_json, write_frame
 PROGRAM_KB = 64 << 10
 
 
-def start_sandbox(
-    setup: dict[str, Any], language: Language, isolated: bool, cgroup: SandboxCgroup | None, uid: int | None
+def _close_all_but(keep: set[int]) -> None:
+    """Close every descriptor not in ``keep`` (other slots', the judge's socket, the spare's pipes)."""
+    low = 0
+    for fd in sorted(keep):
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 65536)
+
+
+def start_isolated(
+    setup: dict[str, Any], language: Language, slot: Slot, uid: int, root: str, own_pidns: int
 ) -> tuple[int, int, int]:
-    """Fork the sandbox for one submission; returns (pid to kill, control fd, result fd)."""
+    """Fork the sandbox's PID 1 for one submission; returns (its pid, control fd, result fd)."""
+    ctl_r, ctl_w = os.pipe()
+    res_r, res_w = os.pipe()
+    unshare(CLONE_NEWPID)  # the next child is PID 1 of a new PID namespace
+    try:
+        pid = os.fork()
+    except BaseException:
+        setns(own_pidns, CLONE_NEWPID)
+        raise
+    if pid == 0:
+        code = 1
+        try:
+            devnull = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            _close_all_but({0, 1, 2, ctl_r, res_w, *slot.fds()})
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            limits = Limits.from_any(setup["limits"])
+            join_fresh_keyring()
+            unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
+            setns(slot.netns, CLONE_NEWNET)
+            os.close(slot.netns)
+            enter_root(root, limits.scratch_mb, limits.scratch_files, PROGRAM_KB)
+            mount_proc()
+            socket.sethostname("sandbox")
+            serve_submission(ctl_r, res_w, setup, language, uid, True, SCRATCH_DIR, slot.cgroup, seccomp.available())
+            code = 0
+        except BaseException as exc:  # report, never raise out of a forked child
+            try:
+                write_frame(res_w, {"fatal": f"{type(exc).__name__}: {exc}"})
+            except BaseException:
+                pass
+        os._exit(code)
+    setns(own_pidns, CLONE_NEWPID)
+    os.close(ctl_r)
+    os.close(res_w)
+    return pid, ctl_w, res_r
+
+
+def start_unsafe(setup: dict[str, Any], language: Language) -> tuple[int, int, int]:
+    """Without isolation (``unsafe``): an outer process with a private work directory, which it
+    removes once the supervisor (a subreaper for the program's processes) is gone."""
     ctl_r, ctl_w = os.pipe()
     res_r, res_w = os.pipe()
     pid = os.fork()
@@ -62,36 +122,21 @@ def start_sandbox(
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            limits = Limits.from_any(setup["limits"])
-            workdir = "/tmp"
-            if isolated:
-                join_fresh_keyring()
-                unshare(SANDBOX_NAMESPACES)
-                build_root(default_layout(), limits.scratch_mb, limits.scratch_files, PROGRAM_KB)
-            else:
-                import tempfile
+            import shutil
+            import tempfile
 
-                workdir = tempfile.mkdtemp(prefix="rlvr-unsafe-")
-                os.chmod(workdir, 0o755)
+            workdir = tempfile.mkdtemp(prefix="rlvr-unsafe-")
+            os.chmod(workdir, 0o755)
             supervisor = os.fork()
             if supervisor == 0:
                 prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-                if isolated:
-                    mount_proc()
-                    socket.sethostname("sandbox")
-                else:
-                    prctl(PR_SET_CHILD_SUBREAPER, 1)
-                serve_submission(
-                    ctl_r, res_w, setup, language, uid, isolated, workdir, cgroup, isolated and seccomp.available()
-                )
+                prctl(PR_SET_CHILD_SUBREAPER, 1)
+                serve_submission(ctl_r, res_w, setup, language, None, False, workdir, None, False)
                 os._exit(0)
             os.close(ctl_r)
             os.close(res_w)
             os.waitpid(supervisor, 0)
-            if not isolated:
-                import shutil
-
-                shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(workdir, ignore_errors=True)
             code = 0
         except BaseException as exc:  # report, never raise out of a forked child
             try:
@@ -140,20 +185,29 @@ PRELOAD = (
 
 
 class Zygote:
-    """The zygote's state: the cgroup hierarchy, live sandboxes' cgroups, recently used uids,
-    and one spare sandbox built ahead (namespaces, root, cgroup, supervisor waiting for its
+    """The zygote's state: the root template, the slots, live sandboxes' slots, recently used
+    uids, and one spare sandbox built ahead (namespaces, root, slot, supervisor waiting for its
     program), so a judge's request is answered at once and the building overlaps the judge's
     work. A spare holds nothing of any submission: the program reaches it only after it is
     handed out."""
 
     def __init__(self, isolated: bool):
         self.isolated = isolated
-        self.cgroups, self.cgroup_note = Cgroups.detect() if isolated else (None, "unsafe mode")
-        if self.cgroups is not None:
-            self.cgroups.sweep()
-        self.live: dict[int, SandboxCgroup | None] = {}
+        cgroups, self.cgroup_note = Cgroups.detect() if isolated else (None, "unsafe mode")
+        if cgroups is not None:
+            cgroups.sweep()
+        self.slots = Slots(cgroups)
+        self.live: dict[int, Slot | None] = {}
         self.recent_uids: deque[int] = deque(maxlen=65536)
         self.spare: tuple[str, dict[str, Any], list[int]] | None = None
+        self.root, self.own_pidns = "", -1
+        if isolated:
+            self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            unshare(CLONE_NEWNS)  # the template lives in the zygote's own mount namespace
+            self.root = build_template(default_layout())
+            # Every sandbox inherits this environment, so a test child need not rewrite its own.
+            os.environ.clear()
+            os.environ.update(SANDBOX_ENV)
 
     def uid(self) -> int:
         while True:
@@ -185,55 +239,60 @@ class Zygote:
         self.reap(reply["pid"])
 
     def build(self, setup: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
-        limits = Limits.from_any(setup["limits"])
-        # The supervisor lives in the sandbox's cgroup, outside the program's: one process
-        # more, and memory for itself and the output and result buffers it fills.
-        supervisor_mb = SUPERVISOR_MB + 2 * limits.result_mb + 2 * (-(-limits.output_kb // 1024))
-        cgroup = (
-            self.cgroups.create(
+        language = get_language(setup["language"])
+        if not self.isolated:
+            pid, ctl_w, res_r = start_unsafe(setup, language)
+            self.live[pid] = None
+        else:
+            limits = Limits.from_any(setup["limits"])
+            # The supervisor lives in the sandbox's cgroup, outside the program's: one process
+            # more, and memory for itself and the output and result buffers it fills.
+            supervisor_mb = SUPERVISOR_MB + 2 * limits.result_mb + 2 * (-(-limits.output_kb // 1024))
+            slot = self.slots.acquire(
                 limits.memory_mb << 20,
                 limits.processes + 1,
                 supervisor_mb << 20,
                 max(limits.memory_mb, limits.compile_memory_mb) << 20,
             )
-            if self.cgroups is not None
-            else None
-        )
-        try:
-            pid, ctl_w, res_r = start_sandbox(
-                setup, get_language(setup["language"]), self.isolated, cgroup, self.uid() if self.isolated else None
-            )
-        except BaseException:
-            if cgroup is not None:
-                self.cgroups.remove(cgroup)  # type: ignore[union-attr]
-            raise
-        if cgroup is not None:
-            cgroup.close()  # the sandbox holds its own copies of the descriptors
-        self.live[pid] = cgroup
+            try:
+                pid, ctl_w, res_r = start_isolated(setup, language, slot, self.uid(), self.root, self.own_pidns)
+            except BaseException:
+                self.slots.recycle(slot, self.slots.vacate(slot))
+                raise
+            self.live[pid] = slot
         pidfd = os.pidfd_open(pid)
         return {
             "pid": pid,
-            "cgroup": cgroup is not None,
+            "cgroup": self.slots.cgroups is not None,
             "cgroup_note": self.cgroup_note,
             "seccomp": self.isolated and seccomp.available(),
         }, [ctl_w, res_r, pidfd]
 
     def reap(self, pid: int, reaped: Callable[[int], None] | None = None) -> None:
+        """Reap a sandbox's PID 1 (the kernel has then ended every process of its PID
+        namespace), check its slot's cgroup is empty (killing and waiting for any member
+        found), answer, and only then recycle the slot."""
         try:
             os.waitpid(pid, 0)
         except ChildProcessError:
             pass
-        # The outer process can be gone while the sandbox's own processes are still dying (the
-        # judge SIGKILLs it when work it sent ahead is pending): removing the cgroup kills and
-        # waits for every member, so the reply really means nothing of the submission runs.
-        cgroup = self.live.pop(pid, None)
-        if cgroup is not None and self.cgroups is not None:
-            try:
-                self.cgroups.remove(cgroup)
-            except OSError:
-                pass
+        slot = self.live.pop(pid, None)
+        clean = self.slots.vacate(slot) if slot is not None else True
         if reaped is not None:
             reaped(pid)
+        if slot is not None:
+            self.slots.recycle(slot, clean)
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self.discard(self.spare)
+        for pid in list(self.live):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.reap(pid)
+        self.slots.close_all()
 
 
 def zygote_loop(sock: socket.socket, isolated: bool) -> None:
@@ -258,18 +317,11 @@ def zygote_loop(sock: socket.socket, isolated: bool) -> None:
             continue
         message = recv_json(sock)
         if message is None:
-            if zygote.spare is not None:
-                zygote.discard(zygote.spare)
-            for pid in list(zygote.live):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                zygote.reap(pid)
+            zygote.close()
             return
         if "reap" in message:
-            # Reply once the process is reaped and its cgroup empty and removed (the verdict
-            # waits for this: no process and no zombie is left when it returns).
+            # Reply once PID 1 is reaped and its cgroup found empty (the verdict waits for
+            # this: no process and no zombie is left when it returns).
             zygote.reap(int(message["reap"]), lambda pid: send_json(sock, {"reaped": pid}))
             continue
         try:
