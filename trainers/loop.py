@@ -62,12 +62,17 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _load_policy(cfg: TrainConfig, path: str, device: str | None = None):
+def _load_policy(cfg: TrainConfig, path: str, device: str | None = None, frozen: bool = False):
+    """The policy in float32 masters, or (``frozen``) the KL reference in the compute dtype: it
+    never steps, so it needs no master copy (half the memory under bfloat16 compute)."""
     from harness.backends.hf import load_model
 
-    model, tokenizer, device = load_model(path, master_dtype_name(cfg), device or cfg.device)  # float32 masters
+    dtype = compute_dtype_name(cfg) if frozen else master_dtype_name(cfg)
+    model, tokenizer, device = load_model(path, dtype, device or cfg.device)
     tokenizer.padding_side = "left"
     model.train()
+    if cfg.gradient_checkpointing and not frozen:  # non-reentrant: works under DDP / FSDP2 and autocast
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if distributed.context() and cfg.parallel == "fsdp":  # FSDP2's MixedPrecisionPolicy casts instead
         return model, tokenizer, device
     return Precision(cfg, device).wrap(model), tokenizer, device  # every forward under the compute dtype
@@ -157,7 +162,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     device = ctx.device if ctx else device
     reference = None
     if cfg.beta > 0:
-        reference, _, _ = _load_policy(cfg, resolve_model(cfg.model)[0], ctx and ctx.load_device())
+        reference, _, _ = _load_policy(cfg, resolve_model(cfg.model)[0], ctx and ctx.load_device(), frozen=True)
         reference.eval().requires_grad_(False)
         reference = ctx.wrap_frozen(reference) if ctx else reference
     optimizer = torch.optim.AdamW(
@@ -303,6 +308,8 @@ def train_step(
     rollout = lambda problems, key: seen.extend(groups := worker(problems, key)) or groups  # noqa: E731
     groups, selection_stats = selection.next_groups(rollout, cfg.prompts_per_step, step)
     times = worker.take_times()
+    if hasattr(sampler, "sleep"):  # vLLM on a GPU: its memory to the learner until the sync wakes it
+        sampler.sleep()
     metrics: dict[str, Any] = {
         **rollout_metrics(seen, groups),
         **{f"selection_{k}": v for k, v in selection_stats.items()},
@@ -338,9 +345,10 @@ def train_step(
                 prompts, completions, advantages, keep, sampled
             )
         batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device, sampled)
-        batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size)
+        passes = {"chunk": cfg.logits_chunk, "token_budget": cfg.micro_token_budget, "shard": shard}
+        batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size, **passes)
         if reference is not None:
-            batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size)
+            batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size, **passes)
         learner = ctx.train_model if ctx else model
         metrics.update(policy_update(learner, optimizer, batch, cfg, precision or Precision(cfg, device), shard))
         metrics["reward_mean"] = float(rewards.mean())
