@@ -178,3 +178,112 @@ def test_the_reference_model_loads_in_the_compute_dtype(tiny_model):
     reference = _load_policy(cfg, tiny_model, frozen=True)[0]
     assert next(policy.parameters()).dtype == torch.float32 and policy.is_gradient_checkpointing
     assert next(reference.parameters()).dtype == torch.bfloat16 and not reference.is_gradient_checkpointing
+
+
+# ---- disk: the last K checkpoints, the best one, one optimizer state -------------------------
+def _fake_checkpoint(out, step: int) -> None:
+    from trainers.checkpoint import STATE_FILE
+
+    folder = out / f"checkpoint-{step:06d}"
+    (folder / "dcp-optim").mkdir(parents=True)
+    for name in (STATE_FILE, "optimizer.pt", "model.safetensors"):
+        (folder / name).write_text("x")
+
+
+def test_pruning_keeps_the_last_k_and_the_best_and_one_optimizer_state(tmp_path):
+    from trainers.checkpoint_retention import prune, record_score
+
+    for step, score in [(1, 0.2), (2, 0.9), (3, 0.1), (4, None), (5, 0.3)]:
+        _fake_checkpoint(tmp_path, step)
+        record_score(tmp_path, tmp_path / f"checkpoint-{step:06d}", {"eval_x": score}, "eval_x")
+        prune(tmp_path, 2, "eval_x")
+    left = sorted(p.name for p in tmp_path.glob("checkpoint-*"))
+    assert left == ["checkpoint-000002", "checkpoint-000004", "checkpoint-000005"]
+    assert [(tmp_path / n / "optimizer.pt").exists() for n in left] == [False, False, True]
+    assert [(tmp_path / n / "dcp-optim").exists() for n in left] == [False, False, True]
+    assert all((tmp_path / n / "model.safetensors").exists() for n in left)  # weights stay: evaluable
+    assert prune(tmp_path, 0) == [] and len(list(tmp_path.glob("checkpoint-*"))) == 3  # 0 keeps all
+
+
+def test_a_long_run_keeps_its_directory_bounded_and_resumes(tmp_path, tiny_model, digits_source):
+    """Ten steps saved every step, ``keep_checkpoints: 2``: two checkpoints on disk, the AdamW
+    state in the newest only; the run directory stays within two sets of weights plus one
+    optimizer state (plus logs); ``--resume`` continues from the newest."""
+    from test_trainers_e2e import _tiny
+
+    from trainers.loop import run_training
+
+    def run(steps, resume=False):
+        extra = {"save_every": 1, "save_optimizer": True, "keep_checkpoints": 2}
+        return run_training(_tiny("drgrpo", (tiny_model, digits_source), tmp_path, steps, **extra), resume, False)
+
+    run(10)
+    left = sorted(p.name for p in tmp_path.glob("checkpoint-*"))
+    assert left == ["checkpoint-000009", "checkpoint-000010"]
+    weights = (tmp_path / left[-1] / "model.safetensors").stat().st_size
+    optimizer = (tmp_path / left[-1] / "optimizer.pt").stat().st_size
+    assert not (tmp_path / left[0] / "optimizer.pt").exists() and optimizer > weights
+    total = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
+    assert total < 2 * weights + optimizer + 8 * 2**20  # tokenizer files and logs: a few MB
+    run(11, resume=True)
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-000010", "checkpoint-000011"]
+
+
+# ---- the memory model: --plan's peak, each feature on its component, a measurement -----------
+def _dims_7b():
+    from trainers.memory import model_dims
+
+    return model_dims("Qwen/Qwen2.5-Math-7B")
+
+
+def _peak(**settings):
+    from trainers.config import TrainConfig
+    from trainers.memory import update_peak
+
+    rows = settings.pop("rows", [512 + 3000] * 2)
+    world = settings.pop("world", 1)
+    cfg = TrainConfig(**{"micro_batch_size": 2, "compute_dtype": "bfloat16", **settings})
+    return update_peak(_dims_7b(), cfg, rows, world=world, parallel="fsdp" if world > 1 else None, prompt=512)
+
+
+def test_each_memory_feature_lowers_its_own_component():
+    dims = _dims_7b()
+    assert dims.params == pytest.approx(7.6e9, rel=0.02) and not dims.tied
+    base = _peak(logits_chunk=0)
+    assert _peak(logits_chunk=0, gradient_checkpointing=True)["activation_bytes"] < base["activation_bytes"] / 5
+    assert _peak(logits_chunk=1024)["logits_bytes"] == pytest.approx(base["logits_bytes"] * 1024 / 6000)
+    budget = _peak(logits_chunk=0, micro_token_budget=3512, rows=[3512, 1000])
+    assert budget["activation_bytes"] < _peak(logits_chunk=0, rows=[3512, 1000])["activation_bytes"] * 0.55
+    sharded = _peak(world=8, micro_batch_size=1, rows=[3512] * 2)
+    unsharded = _peak(world=8, micro_batch_size=1, rows=[3512] * 2, fsdp_grad_sync="last_micro_batch")
+    assert sharded["gradient_bytes"] == pytest.approx(4 * dims.params / 8)
+    assert unsharded["gradient_bytes"] == pytest.approx(4 * dims.params)
+    assert _peak(beta=0.04)["reference_bytes"] == pytest.approx(2 * dims.params)  # bfloat16, not float32
+
+
+@pytest.mark.parametrize("algorithm", ["drgrpo", "dapo"])
+def test_the_plan_predicts_a_peak_per_gpu_for_the_paper_presets(algorithm):
+    from trainers.config import build_config
+    from trainers.plan import format_plan, training_plan
+
+    plan = training_plan(build_config(algorithm, "paper", {}, check_data=False))
+    peak = plan["devices"]["peak"]
+    assert peak["one_gpu"]["total_bytes"] > 80 and peak["fsdp_min_gpus"] >= 2
+    assert peak["fsdp_peak_gb"] + peak["vllm_gb_while_learning"] <= 80
+    assert peak["no_sync_full_gradients_gb"] > peak["one_gpu"]["gradient_bytes"] / peak["fsdp_min_gpus"]
+    text = format_plan(plan)
+    assert "fsdp peak" in text and "fsdp_grad_sync last_micro_batch would hold" in text
+
+
+@pytest.mark.slow
+def test_the_predicted_peak_is_within_15_percent_of_the_measured_one():
+    """One point of ``benchmarks/bench_train_memory.py`` (512 response tokens, every feature on)."""
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_train_memory import run_point
+
+    line = run_point(512, (), 1)
+    assert abs(line["error"]) <= 0.15, line

@@ -25,7 +25,7 @@ from harness.grading import EvalGrader
 from harness.run_config import check_resume, save_config
 from harness.templates import load_template
 from sandbox.verdict import UNVERIFIABLE_REASONS
-from trainers import distributed, distributed_checkpoint
+from trainers import checkpoint_retention, distributed, distributed_checkpoint
 from trainers.advantages import compute_advantages, shape_rewards, zero_variance_fraction
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
 from trainers.config import TrainConfig, changed_original_reward, overridden_defining
@@ -156,7 +156,9 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             file=sys.stderr,
         )
     _seed_everything(cfg.seed)
-    model_path = str(checkpoint) if checkpoint else resolve_model(cfg.model)[0]
+    # a sharded checkpoint without the HF export: the base model, then DCP loads the weights
+    exported = checkpoint is not None and (checkpoint / "config.json").exists()
+    model_path = str(checkpoint) if exported else resolve_model(cfg.model)[0]
     model, tokenizer, device = _load_policy(cfg, model_path, ctx and ctx.load_device())
     learner = ctx.wrap(model) if ctx else model  # DDP around it, or the model sharded in place (FSDP)
     device = ctx.device if ctx else device
@@ -224,7 +226,9 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             metrics.update(
                 generations_total=generations_total, stage=curriculum.stage.name, lr=scheduler.get_last_lr()[0]
             )
-            save = lambda: _save(  # noqa: E731
+            budget_spent = cfg.max_generations is not None and generations_total >= cfg.max_generations
+            last = step == cfg.max_steps or budget_spent
+            save = lambda export: _save(  # noqa: E731
                 cfg,
                 out,
                 step,
@@ -236,19 +240,22 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
                 selection,
                 generations_total,
                 precision,
+                export,
             )
             saved = None
             if cfg.eval_every and step % cfg.eval_every == 0:
-                saved = save()
+                saved = save(True)  # the evaluation reads the HF export
                 if main:  # (under torchrun rank 0 alone evaluates)
                     metrics.update(_evaluate(cfg, out, step, saved, model, sampler, device))
             log.write(step, metrics)
             if progress and main:
                 print(_progress_line(step, cfg.max_steps, metrics), flush=True)
-            budget_spent = cfg.max_generations is not None and generations_total >= cfg.max_generations
-            due = (cfg.save_every and step % cfg.save_every == 0) or step == cfg.max_steps or budget_spent
+            due = (cfg.save_every and step % cfg.save_every == 0) or last
             if due and saved is None:  # an evaluated step is already saved
-                save()
+                saved = save(last or cfg.hf_export == "every_checkpoint")
+            if saved is not None and main:  # disk: the last keep_checkpoints (+ the best), one optimizer state
+                checkpoint_retention.record_score(out, saved, metrics, cfg.keep_best)
+                checkpoint_retention.prune(out, cfg.keep_checkpoints, cfg.keep_best)
             if budget_spent:
                 if main:
                     print(f"rollout budget of {cfg.max_generations} generations spent at step {step}")
@@ -366,9 +373,10 @@ def train_step(
 
 
 def _save(
-    cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total, precision
+    cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total, precision, export
 ) -> Path:
-    """The HF export is written from the float32 master weights (exact resume; ``trainers.precision``)."""
+    """The HF export is written from the float32 master weights (exact resume; ``trainers.precision``);
+    under torchrun only with ``export`` (the sharded ``dcp/`` holds the weights)."""
     trainer = {
         "scheduler": scheduler.state_dict(),
         "curriculum": curriculum.state_dict(),
@@ -378,7 +386,7 @@ def _save(
     }
     optimizer = optimizer if cfg.save_optimizer else None
     if ctx := distributed.context():  # sharded (DCP) + the HF export, every rank taking part
-        return distributed_checkpoint.save_checkpoint(ctx, out, step, tokenizer, optimizer, trainer)
+        return distributed_checkpoint.save_checkpoint(ctx, out, step, tokenizer, optimizer, trainer, export)
     return save_checkpoint(out, step, model, tokenizer, optimizer, trainer)
 
 

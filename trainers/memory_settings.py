@@ -14,6 +14,7 @@ from harness.run_config import Role, require, setting
 MEMORY = "memory and disk"
 N, R = Role.NOT_SCORED, Role.RESULT
 FSDP_GRAD_SYNC = ("every_micro_batch", "last_micro_batch")
+HF_EXPORT = ("eval_and_end", "every_checkpoint")
 
 
 @dataclass
@@ -58,7 +59,8 @@ class MemorySettings:
     )
     keep_checkpoints: int = setting(
         2,
-        help="checkpoints kept: the last K (older ones deleted once a newer one is written; 0 = keep all)",
+        help="checkpoints kept: the last K (older ones deleted once a newer one is written), the AdamW state only "
+        "in the newest (what --resume reads); 0 = keep every checkpoint whole",
         role=N,
         group=MEMORY,
     )
@@ -68,6 +70,14 @@ class MemorySettings:
         role=N,
         group=MEMORY,
         shown_default="none",
+    )
+    hf_export: str = setting(
+        "eval_and_end",
+        help="under torchrun: the Hugging Face export (the full weights, gathered) in every_checkpoint, or only "
+        "where an evaluation reads it and at the end (eval_and_end; the sharded dcp/ holds the weights); one "
+        "process always writes it (it is its checkpoint's model)",
+        role=N,
+        group=MEMORY,
     )
 
     def validate_memory(self) -> None:
@@ -79,6 +89,7 @@ class MemorySettings:
                     "micro_token_budget must be a positive number of tokens or null",
                 ),
                 (self.fsdp_grad_sync in FSDP_GRAD_SYNC, f"fsdp_grad_sync must be one of {', '.join(FSDP_GRAD_SYNC)}"),
+                (self.hf_export in HF_EXPORT, f"hf_export must be one of {', '.join(HF_EXPORT)}"),
                 (self.keep_checkpoints >= 0, "keep_checkpoints must be >= 0 (0 = keep every checkpoint)"),
                 (
                     self.keep_best is None or self.keep_best.startswith(("eval_", "probe_", "reward")),

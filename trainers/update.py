@@ -184,6 +184,7 @@ def policy_update(
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
             grad_norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))  # FSDP: DTensor
             precision.step(optimizer)
+    optimizer.zero_grad(set_to_none=True)  # no gradients held through the next rollout (4 bytes/parameter)
     if shard:
         totals = shard.reduce(totals)
     tokens = max(totals["tokens"], 1.0)
