@@ -287,3 +287,27 @@ def test_the_predicted_peak_is_within_15_percent_of_the_measured_one():
 
     line = run_point(512, (), 1)
     assert abs(line["error"]) <= 0.15, line
+
+
+@pytest.mark.parametrize("budget", [None, 12])
+def test_old_logprobs_from_the_update_itself_give_the_update_of_a_separate_pass(setup, budget):
+    """One pass over one minibatch: π_old is the update's own detached log-prob (the no-gradient
+    pass is skipped); the weights, metrics and filled old log-probs equal the separate pass's."""
+    from trainers.update import batch_logprobs, old_logp_from_update
+
+    model, batch = setup
+    cfg = _cfg(minibatch_size=None, micro_batch_size=2, micro_token_budget=budget, tis_cap=None, beta=0.0)
+    assert old_logp_from_update(cfg, 1) and not old_logp_from_update(_cfg(mu=2), 1)
+    results = []
+    for separate in (True, False):
+        m, b = copy.deepcopy(model), copy.copy(batch)
+        b.old_logp = batch_logprobs(m, b, 2, token_budget=budget) if separate else None
+        metrics = policy_update(m, torch.optim.SGD(m.parameters(), lr=0.1), b, cfg)
+        results.append((dict(m.named_parameters()), metrics, b.old_logp))
+    (a, ma, la), (b_, mb, lb) = results
+    assert _max_gap(a, b_) < 1e-6 and torch.allclose(la, lb, atol=1e-6)
+    assert ma["loss"] == pytest.approx(mb["loss"], abs=1e-7) and mb["clip_low_fraction"] == 0
+    with pytest.raises(ValueError, match="one pass over one minibatch"):
+        b = copy.copy(batch)
+        b.old_logp = None
+        policy_update(copy.deepcopy(model), torch.optim.SGD(model.parameters(), lr=0.1), b, _cfg(mu=2, tis_cap=None))

@@ -34,7 +34,7 @@ from trainers.precision import Precision, compute_dtype_name, master_dtype_name
 from trainers.rollout import HFRollout, RolloutWorker
 from trainers.selection import make_selection, stage_seed
 from trainers.telemetry import TrainLog, rollout_metrics
-from trainers.update import UPDATE_METRICS, batch_logprobs, pack, policy_update
+from trainers.update import UPDATE_METRICS, batch_logprobs, old_logp_from_update, pack, policy_update
 
 
 def stage_pool(stage: Stage, math_policy: str | None = None) -> list:
@@ -353,7 +353,10 @@ def train_step(
             )
         batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device, sampled)
         passes = {"chunk": cfg.logits_chunk, "token_budget": cfg.micro_token_budget, "shard": shard}
-        batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size, **passes)
+        rows = batch.input_ids.shape[0]
+        minibatches = len(shard.minibatches) if shard else -(-rows // (cfg.minibatch_size or rows))
+        if not old_logp_from_update(cfg, minibatches):
+            batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size, **passes)
         if reference is not None:
             batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size, **passes)
         learner = ctx.train_model if ctx else model

@@ -74,6 +74,14 @@ def pack(
     )
 
 
+def old_logp_from_update(cfg: Any, minibatches: int) -> bool:
+    """Whether the old log-probs can be the update's own (detached) ones: one pass (μ = 1) over
+    one minibatch, no TIS weights needed before it. Then π_old = π_θ for every micro-batch (no
+    step has been taken yet) and the no-gradient pass ``batch_logprobs`` would compute the same
+    values (ratios exactly 1; TRL skips it likewise): a forward pass per row saved."""
+    return cfg.mu == 1 and minibatches == 1 and not cfg.tis_cap
+
+
 @torch.no_grad()
 def batch_logprobs(
     model: torch.nn.Module,
@@ -139,6 +147,13 @@ def policy_update(
     tis_cap = cfg.tis_cap
     sampled = batch.sampler_logp
     tis = tis_weights(batch.old_logp, sampled, tis_cap) if tis_cap and sampled is not None else None
+    if batch.old_logp is None:  # on-policy (``old_logp_from_update``): filled pass by pass below
+        if cfg.mu != 1 or len(minibatches) != 1 or tis is not None:
+            raise ValueError("old log-probs may come from the update only for one pass over one minibatch, no TIS")
+        batch.old_logp = torch.zeros(batch.completion_mask.shape, device=batch.completion_mask.device)
+        fill_old = True
+    else:
+        fill_old = False
     totals = {"tokens": 0.0, "clip_low": 0.0, "clip_high": 0.0, "kl": 0.0, "entropy": 0.0, "loss": 0.0}
     grad_norms = []
     lengths = row_lengths(batch.attention_mask)
@@ -159,7 +174,9 @@ def policy_update(
                 logp, entropy = completion_logprobs(
                     model, cut(batch.input_ids), cut(batch.attention_mask), mask, with_entropy=True, chunk=chunk
                 )
-                old_logp = cut(batch.old_logp)
+                if fill_old and cut.live:  # the weights before any step: π_old is π_θ, detached
+                    batch.old_logp[cut.index, : cut.width] = logp.detach().float()
+                old_logp = logp.detach() if fill_old else cut(batch.old_logp)
                 terms = policy_loss_terms(
                     cfg.policy_loss, logp, old_logp, cut(batch.advantages), mask, cfg.eps_low, cfg.eps_high
                 )
