@@ -79,9 +79,18 @@ def ours(b: Random, micro: int = 2, **settings) -> tuple[float, torch.Tensor]:
     batch = Batch(ids, torch.ones_like(ids), b.mask, b.advantages)
     batch.old_logp, batch.ref_logp, batch.sampler_logp = b.old, b.ref, b.sampler
     model = _LogpTable(b.logp)
+    optimizer = _GradientAtStep(model.parameters(), lr=0.0)
     with mock.patch.object(update, "completion_logprobs", _table_logprobs):
-        metrics = policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), batch, cfg)
-    return metrics["loss"], model.logp.grad
+        metrics = policy_update(model, optimizer, batch, cfg)
+    return metrics["loss"], optimizer.seen
+
+
+class _GradientAtStep(torch.optim.SGD):
+    """SGD that keeps the gradient its step saw: ``policy_update`` frees gradients afterwards."""
+
+    def step(self, closure=None):
+        self.seen = self.param_groups[0]["params"][0].grad.clone()
+        return super().step(closure)
 
 
 class _Accelerator:

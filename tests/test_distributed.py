@@ -110,7 +110,7 @@ def _assert_same_logs(one, many) -> None:
 def ddp(tmp_path_factory, tiny_model, digits_source):
     """Dr. GRPO under torchrun (DDP, 2 ranks) and in one process, on the same settings."""
     root = tmp_path_factory.mktemp("ddp")
-    settings = _settings(digits_source)
+    settings = _settings(digits_source, keep_checkpoints=0)  # every checkpoint whole: one resumes from step 2
     t0 = time.perf_counter()
     result = _torchrun("drgrpo", tiny_model, root / "ddp", settings)
     seconds = time.perf_counter() - t0
@@ -134,7 +134,9 @@ def test_fsdp_two_ranks_make_the_single_process_updates(tmp_path, tiny_model, di
     """DAPO with a KL term (β > 0: the reference is sharded too), 3 prompts: the second minibatch
     holds one group, so one rank trains on dummy rows only there. Then ``--resume`` from the
     step-1 checkpoint (DCP shards) ends bit for bit where the uninterrupted run did."""
-    settings = _settings(digits_source, prompts_per_step=3, gen_prompts=3, max_gen_batches=2, beta=0.04)
+    settings = _settings(
+        digits_source, prompts_per_step=3, gen_prompts=3, max_gen_batches=2, beta=0.04, keep_checkpoints=0
+    )
     result = _torchrun("dapo", tiny_model, tmp_path / "fsdp", {**settings, "parallel": "fsdp"})
     assert result.returncode == 0, result.stderr[-4000:]
     single = _single("dapo", tiny_model, tmp_path / "single", settings)

@@ -54,3 +54,11 @@ def test_torchrun_data_parallel_with_a_vllm_engine_per_rank():
     result = _run("gpu_check_distributed.py", timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]
     assert '"all_passed": true' in result.stdout
+
+
+def test_vllm_sleeps_between_phases_and_a_run_with_every_memory_feature_trains():
+    """vLLM sleep frees its share and wakes to the same greedy tokens (CUDA graphs on); a bf16
+    run with checkpointing, chunked logits, a token budget and sleep trains two steps."""
+    result = _run("gpu_check_train_memory.py", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert '"all_passed": true' in result.stdout

@@ -97,9 +97,12 @@ class _Toy(torch.nn.Module):
         super().__init__()
         self.embed, self.head = torch.nn.Embedding(vocab, 8), torch.nn.Linear(8, vocab)
 
+    def get_output_embeddings(self) -> torch.nn.Module:
+        return self.head
+
     def forward(self, input_ids, attention_mask=None, position_ids=None, logits_to_keep=0):
-        logits = self.head(self.embed(input_ids))
-        return types.SimpleNamespace(logits=logits[:, -logits_to_keep:] if logits_to_keep else logits)
+        hidden = self.embed(input_ids)  # the head sees the kept positions only, as in transformers
+        return types.SimpleNamespace(logits=self.head(hidden[:, -logits_to_keep:] if logits_to_keep else hidden))
 
 
 @pytest.mark.parametrize(("prompts", "group", "minibatch", "mu", "micro"), [(3, 4, 5, 2, 2), (2, 8, None, 1, 3)])

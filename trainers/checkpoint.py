@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-STATE_FILE = "trainer_state.pt"
+from trainers.checkpoint_retention import OPTIMIZER_DCP_DIR, OPTIMIZER_FILE, STATE_FILE
 
 
 def rng_state() -> dict[str, Any]:
@@ -41,8 +41,9 @@ def save_checkpoint(
         shutil.rmtree(tmp)
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
-    optimizer_state = {"optimizer": optimizer.state_dict()} if optimizer is not None else {}
-    torch.save({"step": step, **optimizer_state, "rng": rng_state(), **trainer}, tmp / STATE_FILE)
+    if optimizer is not None:  # a file of its own: older checkpoints drop it (trainers.checkpoint_retention)
+        torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+    torch.save({"step": step, "rng": rng_state(), **trainer}, tmp / STATE_FILE)
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
@@ -63,4 +64,11 @@ def latest_checkpoint(out: Path) -> Path | None:
 
 
 def load_trainer_state(path: Path) -> dict[str, Any]:
-    return torch.load(Path(path) / STATE_FILE, weights_only=False)
+    """The trainer state, with ``optimizer`` when the checkpoint still holds it (a sharded one:
+    ``sharded.optimizer`` says whether its directory is there)."""
+    state = torch.load(Path(path) / STATE_FILE, weights_only=False)
+    if (Path(path) / OPTIMIZER_FILE).exists():
+        state["optimizer"] = torch.load(Path(path) / OPTIMIZER_FILE, weights_only=False)
+    if "sharded" in state:
+        state["sharded"]["optimizer"] = (Path(path) / OPTIMIZER_DCP_DIR).is_dir()
+    return state

@@ -15,6 +15,7 @@ from harness.errors import UserError
 from harness.eval_config import EMBEDDED_MODEL
 from harness.run_config import Role, require, setting
 from trainers.config_checks import check_plateau_reading, check_sources, check_stages
+from trainers.memory_settings import MemorySettings
 
 ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
 
@@ -35,7 +36,7 @@ LOSS, OPTIM, RUN = "policy loss", "optimiser", "run"
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(MemorySettings):
     """A run of one algorithm. Stages: a list of ``{name, sources, until_step | plateau_window}``
     (every key: ``trainers.curriculum.STAGE_KEYS``; a plateau may read a fixed probe).
     ``protocol`` settings are the objective: every key of an algorithm's ``DEFINING`` is one."""
@@ -363,6 +364,7 @@ class TrainConfig:
         ]
         require(checks, "bad training config: ")
         check_precision(self.dtype, self.compute_dtype)
+        self.validate_memory()
         check_stages(self.stages, check_data)
         check_plateau_reading(self.stages, self.selection)
         check_sources(self.eval_benchmarks, "eval_benchmarks", check_data)

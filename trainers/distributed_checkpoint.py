@@ -1,9 +1,11 @@
 """Checkpoints of a data-parallel run, and resuming any checkpoint under any world size.
 
 ``checkpoint-<step>/`` holds the plain Hugging Face export (full state dict gathered to rank 0,
-``save_pretrained``: what ``rlvr eval --model`` reads), ``trainer_state.pt`` (step, scheduler,
-curriculum, selection, every rank's RNG) and ``dcp/``: model and optimizer sharded with
-``torch.distributed.checkpoint`` (``get_state_dict`` / ``set_state_dict``). ``--resume`` reloads
+``save_pretrained``: what ``rlvr eval --model`` reads; written where an evaluation reads it, at
+the end, or in every checkpoint with ``hf_export: every_checkpoint``), ``trainer_state.pt``
+(step, scheduler, curriculum, selection, every rank's RNG), ``dcp/``: the model and
+``dcp-optim/``: the optimizer, sharded with ``torch.distributed.checkpoint`` (``get_state_dict``
+/ ``set_state_dict``; apart, so that older checkpoints can drop the optimizer). ``--resume`` reloads
 them exactly; DCP reshards, so another world size (or one process) resumes too, equal then up to
 floating-point summation order. A single process uses only the resume helpers here (it can
 continue a sharded checkpoint); its own checkpoints are ``trainers.checkpoint``'s.
@@ -18,6 +20,7 @@ from typing import Any
 
 import torch
 
+from trainers.checkpoint_retention import OPTIMIZER_DCP_DIR
 from trainers.distributed import Context, context, unwrap
 
 DCP_DIR = "dcp"
@@ -30,9 +33,11 @@ def save_checkpoint(
     tokenizer: Any,
     optimizer: torch.optim.Optimizer | None,
     trainer: dict[str, Any],
+    export: bool = True,
 ) -> Path:
-    """``out/checkpoint-<step>``: the HF export (rank 0), ``trainer_state.pt`` and the sharded
-    ``dcp/``; written in a temporary directory renamed by rank 0 once every rank is done."""
+    """``out/checkpoint-<step>``: the HF export (rank 0; only with ``export``), ``trainer_state.pt``,
+    the sharded model in ``dcp/`` and the sharded optimizer in ``dcp-optim/``; written in a
+    temporary directory renamed by rank 0 once every rank is done."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (
         StateDictOptions,
@@ -45,20 +50,21 @@ def save_checkpoint(
     final = Path(out) / f"checkpoint-{step:06d}"
     tmp = final.with_name(final.name + ".tmp")
     model = ctx.train_model
-    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    full = get_model_state_dict(model, options=options) if export else None  # (a collective)
     if ctx.is_main:
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
     ctx.barrier()
-    state = {"model": get_model_state_dict(model)}
-    if optimizer is not None:
-        state["optim"] = get_optimizer_state_dict(model, optimizer)
-    dcp.save(state, checkpoint_id=str(tmp / DCP_DIR), process_group=ctx.cpu_group)
+    dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=str(tmp / DCP_DIR), process_group=ctx.cpu_group)
+    if optimizer is not None:  # apart from the model: older checkpoints drop it (trainers.checkpoint_retention)
+        optim = {"optim": get_optimizer_state_dict(model, optimizer)}
+        dcp.save(optim, checkpoint_id=str(tmp / OPTIMIZER_DCP_DIR), process_group=ctx.cpu_group)
     rngs = ctx.gather(rng_state())
     if ctx.is_main:
-        plain = unwrap(model)
-        plain.save_pretrained(tmp, state_dict=full, safe_serialization=True)
+        if full is not None:
+            unwrap(model).save_pretrained(tmp, state_dict=full, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         sharded = {"world_size": ctx.world, "parallel": ctx.parallel, "optimizer": optimizer is not None}
         torch.save(
@@ -92,7 +98,10 @@ def load_sharded(checkpoint: Path, model: torch.nn.Module, optimizer: torch.opti
     no_dist = not torch.distributed.is_initialized()  # one process resuming: no group to plan with
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # (one process: meant)
-        dcp.load(state, checkpoint_id=str(Path(checkpoint) / DCP_DIR), process_group=group, no_dist=no_dist)
+        for key, folder in (("model", DCP_DIR), ("optim", OPTIMIZER_DCP_DIR)):
+            part = {key: state[key]}
+            dcp.load(part, checkpoint_id=str(Path(checkpoint) / folder), process_group=group, no_dist=no_dist)
+            state[key] = part[key]
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
 
 

@@ -13,8 +13,8 @@ Token weights are computed locally (``trainers.losses.token_weights``) and resca
 (``token_mean``), both all-reduced (SUM) once per update. DDP and FSDP *average* gradients over
 ranks; the factor ``world_size`` turns that average back into the sum, so the gradient is the
 single-process gradient. DDP syncs only on a minibatch's last micro-batch
-(``require_backward_grad_sync``, what ``no_sync`` sets), FSDP likewise
-(``set_requires_gradient_sync``).
+(``require_backward_grad_sync``, what ``no_sync`` sets); FSDP reduce-scatters after every
+micro-batch unless ``fsdp_grad_sync: last_micro_batch`` (``set_requires_gradient_sync``).
 """
 
 from __future__ import annotations
@@ -96,12 +96,16 @@ class Shard:
             out.append(self.ctx.world * local / total)
         return out
 
-    def sync_gradients(self, model: torch.nn.Module, sync: bool) -> None:
-        """Gradients cross ranks only on a minibatch's last micro-batch (set before its forward)."""
+    def sync_gradients(self, model: torch.nn.Module, last: bool, every_micro_batch: bool = True) -> None:
+        """Set before a micro-batch's forward. DDP all-reduces only on a minibatch's ``last``
+        micro-batch (its gradients are full-size either way). FSDP2 reduce-scatters after every
+        micro-batch by default (``fsdp_grad_sync: every_micro_batch``, as verl): a rank then
+        accumulates only its gradient shard; skipping it until the last one keeps full-size
+        float32 gradients on every rank for the whole minibatch."""
         if hasattr(model, "require_backward_grad_sync"):  # DDP: what no_sync() toggles
-            model.require_backward_grad_sync = sync
+            model.require_backward_grad_sync = last
         elif hasattr(model, "set_requires_gradient_sync"):  # FSDP2
-            model.set_requires_gradient_sync(sync)
+            model.set_requires_gradient_sync(last or every_micro_batch)
 
     def reduce_mismatch(self, sums: dict[str, float]) -> dict[str, float]:
         """``trainers.losses.mismatch_sums`` over every rank: sums added, ``ratio_max`` the max."""

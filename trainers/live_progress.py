@@ -114,6 +114,27 @@ class RunProgress:
             print(text, file=self.stream, flush=True)
 
 
+def step_line(step: int, total: int, m: dict[str, Any]) -> str:
+    """The one line a finished step prints (the legend names its fields)."""
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    evals = " ".join(f"{k}={fmt(v)}" for k, v in m.items() if k.startswith("eval_"))
+    probe = "" if m.get("probe_reward") is None else f"probe {fmt(m['probe_reward'])} "
+    return (
+        f"step {step}/{total} [{m['stage']}] reward {fmt(m['reward_mean'])} acc {fmt(m['accuracy'])} zero-var "
+        f"{fmt(m['zero_variance_fraction'])} "
+        f"batch {m['effective_batch']} gens {m['generations']} len+ {m['length_correct']} len- {m['length_incorrect']} "
+        f"gen {m['time_generate']:.1f}s learn {m['time_learn']:.1f}s "
+        f"{probe}{evals}"
+    ).rstrip()
+
+
+def kept_checkpoint(checkpoint: Path | None, log: Path) -> str:
+    """What an interrupted training run kept, for its interrupt line."""
+    if checkpoint is not None:
+        return f"last checkpoint {checkpoint}; continue with the same command and --resume"
+    return f"no checkpoint was saved yet (steps logged in {log})"
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 

@@ -25,17 +25,17 @@ from harness.grading import EvalGrader
 from harness.run_config import check_resume, save_config
 from harness.templates import load_template
 from sandbox.verdict import UNVERIFIABLE_REASONS
-from trainers import distributed, distributed_checkpoint
+from trainers import checkpoint_retention, distributed, distributed_checkpoint
 from trainers.advantages import compute_advantages, shape_rewards, zero_variance_fraction
 from trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
 from trainers.config import TrainConfig, changed_original_reward, overridden_defining
 from trainers.curriculum import Curriculum, Stage, probe_set
-from trainers.live_progress import RunProgress
+from trainers.live_progress import RunProgress, kept_checkpoint, step_line
 from trainers.precision import Precision, compute_dtype_name, master_dtype_name
 from trainers.rollout import HFRollout, RolloutWorker
 from trainers.selection import make_selection, stage_seed
 from trainers.telemetry import LOG_FILE, TrainLog, rollout_metrics
-from trainers.update import UPDATE_METRICS, batch_logprobs, minibatch_order, pack, policy_update
+from trainers.update import UPDATE_METRICS, batch_logprobs, minibatch_order, old_logp_from_update, pack, policy_update
 
 
 def stage_pool(stage: Stage, math_policy: str | None = None) -> list:
@@ -63,12 +63,17 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _load_policy(cfg: TrainConfig, path: str, device: str | None = None):
+def _load_policy(cfg: TrainConfig, path: str, device: str | None = None, frozen: bool = False):
+    """The policy in float32 masters, or (``frozen``) the KL reference in the compute dtype: it
+    never steps, so it needs no master copy (half the memory under bfloat16 compute)."""
     from harness.backends.hf import load_model
 
-    model, tokenizer, device = load_model(path, master_dtype_name(cfg), device or cfg.device)  # float32 masters
+    dtype = compute_dtype_name(cfg) if frozen else master_dtype_name(cfg)
+    model, tokenizer, device = load_model(path, dtype, device or cfg.device)
     tokenizer.padding_side = "left"
     model.train()
+    if cfg.gradient_checkpointing and not frozen:  # non-reentrant: works under DDP / FSDP2 and autocast
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if distributed.context() and cfg.parallel == "fsdp":  # FSDP2's MixedPrecisionPolicy casts instead
         return model, tokenizer, device
     return Precision(cfg, device).wrap(model), tokenizer, device  # every forward under the compute dtype
@@ -153,13 +158,15 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             file=sys.stderr,
         )
     _seed_everything(cfg.seed)
-    model_path = str(checkpoint) if checkpoint else resolve_model(cfg.model)[0]
+    # a sharded checkpoint without the HF export: the base model, then DCP loads the weights
+    exported = checkpoint is not None and (checkpoint / "config.json").exists()
+    model_path = str(checkpoint) if exported else resolve_model(cfg.model)[0]
     model, tokenizer, device = _load_policy(cfg, model_path, ctx and ctx.load_device())
     learner = ctx.wrap(model) if ctx else model  # DDP around it, or the model sharded in place (FSDP)
     device = ctx.device if ctx else device
     reference = None
     if cfg.beta > 0:
-        reference, _, _ = _load_policy(cfg, resolve_model(cfg.model)[0], ctx and ctx.load_device())
+        reference, _, _ = _load_policy(cfg, resolve_model(cfg.model)[0], ctx and ctx.load_device(), frozen=True)
         reference.eval().requires_grad_(False)
         reference = ctx.wrap_frozen(reference) if ctx else reference
     optimizer = torch.optim.AdamW(
@@ -225,7 +232,9 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             metrics.update(
                 generations_total=generations_total, stage=curriculum.stage.name, lr=scheduler.get_last_lr()[0]
             )
-            save = lambda: _save(  # noqa: E731
+            budget_spent = cfg.max_generations is not None and generations_total >= cfg.max_generations
+            last = step == cfg.max_steps or budget_spent
+            save = lambda export: _save(  # noqa: E731
                 cfg,
                 out,
                 step,
@@ -237,30 +246,27 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
                 selection,
                 generations_total,
                 precision,
+                export,
             )
             saved = None
             if cfg.eval_every and step % cfg.eval_every == 0:
-                saved = save()
+                saved = save(True)  # the evaluation reads the HF export
                 if main:  # (under torchrun rank 0 alone evaluates)
                     metrics.update(_evaluate(cfg, out, step, saved, model, sampler, device))
             log.write(step, metrics)
-            voice.step_done(step, _progress_line(step, cfg.max_steps, metrics))
-            budget_spent = cfg.max_generations is not None and generations_total >= cfg.max_generations
-            due = (cfg.save_every and step % cfg.save_every == 0) or step == cfg.max_steps or budget_spent
+            voice.step_done(step, step_line(step, cfg.max_steps, metrics))
+            due = (cfg.save_every and step % cfg.save_every == 0) or last
             if due and saved is None:  # an evaluated step is already saved
-                save()
+                saved = save(last or cfg.hf_export == "every_checkpoint")
+            if saved is not None and main:  # disk: the last keep_checkpoints (+ the best), one optimizer state
+                checkpoint_retention.record_score(out, saved, metrics, cfg.keep_best)
+                checkpoint_retention.prune(out, cfg.keep_checkpoints, cfg.keep_best)
             if budget_spent:
                 if main:
                     print(f"rollout budget of {cfg.max_generations} generations spent at step {step}")
                 break
     except KeyboardInterrupt as exc:
-        last = latest_checkpoint(out) if main else None
-        note_kept(
-            exc,
-            f"last checkpoint {last}; continue with the same command and --resume"
-            if last
-            else f"no checkpoint was saved yet (steps logged in {out / LOG_FILE})",
-        )
+        note_kept(exc, kept_checkpoint(latest_checkpoint(out) if main else None, out / LOG_FILE))
         raise
     finally:
         voice.close()
@@ -319,6 +325,8 @@ def train_step(
     rollout = lambda problems, key: seen.extend(groups := worker(problems, key)) or groups  # noqa: E731
     groups, selection_stats = selection.next_groups(rollout, cfg.prompts_per_step, step)
     times = worker.take_times()
+    if hasattr(sampler, "sleep"):  # vLLM on a GPU: its memory to the learner until the sync wakes it
+        sampler.sleep()
     metrics: dict[str, Any] = {
         **rollout_metrics(seen, groups),
         **{f"selection_{k}": v for k, v in selection_stats.items()},
@@ -358,9 +366,18 @@ def train_step(
                 prompts, completions, advantages, keep, sampled
             )
         batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device, sampled)
-        batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size, cfg.temperature)
+        passes = {
+            "chunk": cfg.logits_chunk,
+            "token_budget": cfg.micro_token_budget,
+            "shard": shard,
+            "temperature": cfg.temperature,
+        }
+        rows = batch.input_ids.shape[0]
+        minibatches = len(shard.minibatches) if shard else -(-rows // (cfg.minibatch_size or rows))
+        if not old_logp_from_update(cfg, minibatches):
+            batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size, **passes)
         if reference is not None:
-            batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size, cfg.temperature)
+            batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size, **passes)
         learner = ctx.train_model if ctx else model
         metrics.update(policy_update(learner, optimizer, batch, cfg, precision or Precision(cfg, device), shard))
         metrics["reward_mean"] = float(rewards.mean())
@@ -378,9 +395,10 @@ def train_step(
 
 
 def _save(
-    cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total, precision
+    cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total, precision, export
 ) -> Path:
-    """The HF export is written from the float32 master weights (exact resume; ``trainers.precision``)."""
+    """The HF export is written from the float32 master weights (exact resume; ``trainers.precision``);
+    under torchrun only with ``export`` (the sharded ``dcp/`` holds the weights)."""
     trainer = {
         "scheduler": scheduler.state_dict(),
         "curriculum": curriculum.state_dict(),
@@ -390,7 +408,7 @@ def _save(
     }
     optimizer = optimizer if cfg.save_optimizer else None
     if ctx := distributed.context():  # sharded (DCP) + the HF export, every rank taking part
-        return distributed_checkpoint.save_checkpoint(ctx, out, step, tokenizer, optimizer, trainer)
+        return distributed_checkpoint.save_checkpoint(ctx, out, step, tokenizer, optimizer, trainer, export)
     return save_checkpoint(out, step, model, tokenizer, optimizer, trainer)
 
 
@@ -421,16 +439,3 @@ def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler
         engine,
     )
     return {f"eval_{name}": b["mean_at_n"]["value"] for name, b in summary["benchmarks"].items()}
-
-
-def _progress_line(step: int, total: int, m: dict[str, Any]) -> str:
-    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-    evals = " ".join(f"{k}={fmt(v)}" for k, v in m.items() if k.startswith("eval_"))
-    probe = "" if m.get("probe_reward") is None else f"probe {fmt(m['probe_reward'])} "
-    return (
-        f"step {step}/{total} [{m['stage']}] reward {fmt(m['reward_mean'])} acc {fmt(m['accuracy'])} zero-var "
-        f"{fmt(m['zero_variance_fraction'])} "
-        f"batch {m['effective_batch']} gens {m['generations']} len+ {m['length_correct']} len- {m['length_incorrect']} "
-        f"gen {m['time_generate']:.1f}s learn {m['time_learn']:.1f}s "
-        f"{probe}{evals}"
-    ).rstrip()

@@ -274,36 +274,34 @@ def completion_logprobs(
     completion_mask: torch.Tensor,
     with_entropy: bool = False,
     temperature: float = 1.0,
+    chunk: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log π_T(token) for every position (aligned with ``input_ids``; only ``completion_mask``
-    positions matter, the others are 0) and optionally the policy entropy there. The vocabulary
-    projection runs only from the first completion column on (``logits_to_keep``): prompt
-    positions would cost a full-vocabulary softmax each and never enter the loss.
+    """log π(token) for every position (aligned with ``input_ids``; only ``completion_mask``
+    positions matter, the others are 0) and optionally the policy entropy there, of the logits
+    divided by ``temperature``. The vocabulary projection runs only from the first completion
+    column on (``logits_to_keep``): prompt positions would cost a full-vocabulary softmax each and
+    never enter the loss. ``chunk`` > 0 projects that many tokens at a time under checkpointing
+    (``trainers.chunked_logprobs``: no full-vocabulary logits kept; the same gradient).
 
     ``temperature``: the rollouts' sampling temperature T. The samples come from
     softmax(logits / T), so that is the policy whose ratios, clip, TIS weights and KL the loss
     needs (oat's ``get_batch_logps`` and verl's actor divide the logits the same way); at T = 1
     it is the model's own distribution."""
+    from trainers.chunked_logprobs import HeadJob, head_job
+
     length = input_ids.shape[1]
     columns = torch.nonzero(completion_mask.any(dim=0)).flatten()
     first = max(1, int(columns[0]) if len(columns) else length - 1)
     positions = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
-    out = model(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=length - first + 1
-    )
-    logits = out.logits[:, :-1, :].float()  # predicts the tokens at columns first .. length-1
-    if temperature != 1.0:
-        logits = logits / temperature
-    targets = input_ids[:, first:]
-    logsumexp = torch.logsumexp(logits, dim=-1)
-    logp = torch.gather(logits, -1, targets[..., None]).squeeze(-1) - logsumexp
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            probs = torch.softmax(logits, dim=-1)
-            entropy = logsumexp - (probs * logits).sum(dim=-1)
-    pad = torch.zeros((logp.shape[0], first), dtype=logp.dtype, device=logp.device)
-    logp = torch.cat([pad, logp], dim=1) * completion_mask
-    if entropy is not None:
-        entropy = torch.cat([pad, entropy], dim=1) * completion_mask
+    job = HeadJob(input_ids[:, first:], chunk, temperature, with_entropy)
+    with head_job(model, job):  # the model returns (S, T, 2): log π and entropy per position
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=positions,
+            logits_to_keep=length - first + 1,
+        )
+    pad = torch.zeros((input_ids.shape[0], first), dtype=out.logits.dtype, device=out.logits.device)
+    logp = torch.cat([pad, out.logits[..., 0]], dim=1) * completion_mask
+    entropy = torch.cat([pad, out.logits[..., 1].detach()], dim=1) * completion_mask if with_entropy else None
     return logp, entropy

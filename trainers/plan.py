@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.registry import separate_engine
+from trainers.memory import memory_lines, params_from_config, plan_memory
 from trainers.paper_data import data_origin
 from trainers.precision import BYTES, compute_dtype_name, master_dtype_name
 
@@ -153,6 +154,7 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
         },
     }
     plan["devices"] = device_estimate(cfg)
+    plan["devices"]["peak"] = plan_memory(cfg, GPU_GB)  # activations, logits, vLLM: trainers.memory
     return plan
 
 
@@ -222,22 +224,6 @@ def parameter_count(model: str | None) -> tuple[float | None, str]:
         number, unit = found[-1]
         return float(number) * (1e9 if unit in "bB" else 1e6), f"the name: {number}{unit}"
     return None, "unknown (no size in the name, no local config.json)"
-
-
-def params_from_config(c: dict[str, Any]) -> int:
-    """Parameters of a Llama / Qwen2 / Mistral-style decoder from its ``config.json``."""
-    c = c.get("text_config", c)
-    hidden, layers, vocab = int(c["hidden_size"]), int(c["num_hidden_layers"]), int(c["vocab_size"])
-    inter = int(c["intermediate_size"])
-    heads = int(c["num_attention_heads"])
-    kv = int(c.get("num_key_value_heads") or heads)
-    head_dim = int(c.get("head_dim") or hidden // heads)
-    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv * head_dim
-    if c.get("attention_bias") or c.get("model_type") in ("qwen2",):
-        attention += heads * head_dim + 2 * kv * head_dim
-    per_layer = attention + 3 * hidden * inter + 2 * hidden
-    embeddings = vocab * hidden * (1 if c.get("tie_word_embeddings", False) else 2)
-    return layers * per_layer + embeddings + hidden
 
 
 def device_estimate(cfg: Any, gpu_gb: float = GPU_GB) -> dict[str, Any]:
@@ -436,5 +422,6 @@ def _device_lines(dev: dict[str, Any]) -> list[tuple[str, str]]:
                 + ("fits" if engine["fits"] else "does NOT fit (raise gpu_memory_utilization or use a smaller model)"),
             )
         )
+    out += memory_lines(dev.get("peak"), dev["gpu_gb"])
     out.append(("  note", dev["note"] + f"; parallel: {dev['parallel']}"))
     return out

@@ -26,6 +26,7 @@ from trainers.losses import (
     tis_weights,
     token_weights,
 )
+from trainers.micro_batches import Cut, equalize, plan_rows, row_lengths
 from trainers.precision import FULL, Precision
 
 
@@ -94,25 +95,47 @@ def minibatch_order(shuffle: str, seed: int, step: int, rows: int) -> list[int]:
     return torch.randperm(rows, generator=generator).tolist()
 
 
+def old_logp_from_update(cfg: Any, minibatches: int) -> bool:
+    """Whether the old log-probs can be the update's own (detached) ones: one pass (μ = 1) over
+    one minibatch, no TIS weights needed before it. Then π_old = π_θ for every micro-batch (no
+    step has been taken yet) and the no-gradient pass ``batch_logprobs`` would compute the same
+    values (ratios exactly 1; TRL skips it likewise): a forward pass per row saved."""
+    return cfg.mu == 1 and minibatches == 1 and not cfg.tis_cap
+
+
 @torch.no_grad()
-def batch_logprobs(model: torch.nn.Module, batch: Batch, micro: int, temperature: float = 1.0) -> torch.Tensor:
-    """Per-token log-probs of the batch at the sampling temperature (old and reference policies)."""
+def batch_logprobs(
+    model: torch.nn.Module,
+    batch: Batch,
+    micro: int,
+    chunk: int = 0,
+    token_budget: int | None = None,
+    shard: Any = None,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """log π_T of every completion token under ``model`` (no gradient) at the sampling temperature, pass by pass
+    (``trainers.micro_batches``: each pass cut to its own longest row), at the batch's width."""
     was_training = model.training
     model.eval()
+    lengths = row_lengths(batch.attention_mask)
+    out = torch.zeros(batch.completion_mask.shape, dtype=torch.float32, device=batch.completion_mask.device)
+    plan = equalize(plan_rows(lengths, range(len(lengths)), micro, token_budget), shard)
     try:
-        parts = [
-            completion_logprobs(
+        for rows in plan:
+            cut = Cut(rows, lengths, 0, out.device)
+            logp = completion_logprobs(
                 model,
-                batch.input_ids[i : i + micro],
-                batch.attention_mask[i : i + micro],
-                batch.completion_mask[i : i + micro],
+                cut(batch.input_ids),
+                cut(batch.attention_mask),
+                cut(batch.completion_mask),
+                chunk=chunk,
                 temperature=temperature,
             )[0]
-            for i in range(0, batch.input_ids.shape[0], micro)
-        ]
+            if cut.live:
+                out[cut.index, : cut.width] = logp.float()
     finally:
         model.train(was_training)
-    return torch.cat(parts)
+    return out
 
 
 #: What an update reports; a step in which nothing trained (every group filtered) logs them as null.
@@ -152,41 +175,66 @@ def policy_update(
     tis_cap = cfg.tis_cap
     sampled = batch.sampler_logp
     tis = tis_weights(batch.old_logp, sampled, tis_cap) if tis_cap and sampled is not None else None
+    if batch.old_logp is None:  # on-policy (``old_logp_from_update``): filled pass by pass below
+        if cfg.mu != 1 or len(minibatches) != 1 or tis is not None:
+            raise ValueError("old log-probs may come from the update only for one pass over one minibatch, no TIS")
+        batch.old_logp = torch.zeros(batch.completion_mask.shape, device=batch.completion_mask.device)
+        fill_old = True
+    else:
+        fill_old = False
     totals = {"tokens": 0.0, "clip_low": 0.0, "clip_high": 0.0, "kl": 0.0, "entropy": 0.0, "loss": 0.0}
     grad_norms = []
+    lengths = row_lengths(batch.attention_mask)
+    budget, chunk = getattr(cfg, "micro_token_budget", None), getattr(cfg, "logits_chunk", 0)
+    every_micro_batch = getattr(cfg, "fsdp_grad_sync", "every_micro_batch") == "every_micro_batch"
     model.train()
-    micro_total = cfg.mu * sum(len(range(mb.start, mb.stop, cfg.micro_batch_size)) for mb in minibatches)
-    micro_done = 0
+    plans = [
+        equalize(plan_rows(lengths, range(mb.start, mb.stop), cfg.micro_batch_size, budget), shard)
+        for mb in minibatches
+    ]
+    micro_total, micro_done = cfg.mu * sum(len(plan) for plan in plans), 0
     for _ in range(cfg.mu):
-        for mb, scale in zip(minibatches, scales):
+        for mb, scale, plan in zip(minibatches, scales, plans):
             # once per minibatch, never per micro-batch (the module docstring says why)
             weights = token_weights(batch.completion_mask[mb], cfg.loss_agg, cfg.normaliser) * scale
             optimizer.zero_grad(set_to_none=True)
-            for m0 in range(mb.start, mb.stop, cfg.micro_batch_size):
-                m = slice(m0, min(mb.stop, m0 + cfg.micro_batch_size))
+            for k, rows in enumerate(plan):
                 if shard:
-                    shard.sync_gradients(model, m.stop == mb.stop)
-                mask = batch.completion_mask[m]
+                    shard.sync_gradients(model, k == len(plan) - 1, every_micro_batch)
+                cut = Cut(rows, lengths, mb.start, weights.device)
+                mask = cut(batch.completion_mask)
                 logp, entropy = completion_logprobs(
-                    model, batch.input_ids[m], batch.attention_mask[m], mask, True, cfg.temperature
+                    model,
+                    cut(batch.input_ids),
+                    cut(batch.attention_mask),
+                    mask,
+                    with_entropy=True,
+                    chunk=chunk,
+                    temperature=cfg.temperature,
                 )
+                if fill_old and cut.live:  # the weights before any step: π_old is π_θ, detached
+                    batch.old_logp[cut.index, : cut.width] = logp.detach().float()
+                old_logp = logp.detach() if fill_old else cut(batch.old_logp)
                 terms = policy_loss_terms(
                     cfg.policy_loss,
                     logp,
-                    batch.old_logp[m],
-                    batch.advantages[m],
+                    old_logp,
+                    cut(batch.advantages),
                     mask,
                     cfg.eps_low,
                     cfg.eps_high,
                     cfg.clip_ratio_c,
                 )
-                per_token = terms["loss"] if tis is None else terms["loss"] * tis[m]
-                reference = batch.ref_logp[m] if batch.ref_logp is not None else batch.old_logp[m]
+                per_token = terms["loss"] if tis is None else terms["loss"] * cut(tis)
+                reference = cut(batch.ref_logp) if batch.ref_logp is not None else old_logp
                 kl = k3_kl(logp, reference)
                 if cfg.beta:
                     per_token = per_token + cfg.beta * kl
-                loss = (per_token * weights[m0 - mb.start : m.stop - mb.start]).sum()
+                rows_weights = weights.index_select(0, cut.index - mb.start)[:, : cut.width]
+                loss = (per_token * rows_weights).sum() * (1.0 if cut.live else 0.0)
                 precision.backward(loss)
+                if not cut.live:
+                    continue
                 with torch.no_grad():
                     totals["tokens"] += float(mask.sum())
                     totals["clip_low"] += float(terms["clip_low"].sum())
@@ -200,6 +248,7 @@ def policy_update(
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
             grad_norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))  # FSDP: DTensor
             precision.step(optimizer)
+    optimizer.zero_grad(set_to_none=True)  # no gradients held through the next rollout (4 bytes/parameter)
     if shard:
         totals = shard.reduce(totals)
     tokens = max(totals["tokens"], 1.0)

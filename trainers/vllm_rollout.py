@@ -58,6 +58,9 @@ class VLLMRollout:
                 "positions; lower max_tokens or set max_model_len (a model with a longer context)"
             )
         device = str(next(model.parameters()).device).split(":")[0]
+        # sleep frees the engine's GPU memory while the learner trains (vLLM's CUDA memory pool:
+        # not on a CPU, where the engine keeps its kv_cache_gb of RAM for the whole run)
+        self.can_sleep, self.asleep = device == "cuda" and getattr(cfg, "vllm_sleep", False), False
         self.llm = start_engine(
             resolve_model(cfg.model)[0],
             dtype=compute_dtype_name(cfg),  # the learner's compute dtype (sync casts the float32 masters)
@@ -66,8 +69,9 @@ class VLLMRollout:
             max_model_len=max_len,
             gpu_memory_utilization=getattr(cfg, "gpu_memory_utilization", 0.35),
             kv_cache_gb=getattr(cfg, "kv_cache_gb", None),
-            enforce_eager=True,
+            enforce_eager=False,  # CUDA graphs on a GPU (a CPU engine runs eager whatever this says)
             logprobs_mode="processed_logprobs",  # at the sampling temperature (module docstring)
+            enable_sleep_mode=self.can_sleep,
         )
         from vllm import SamplingParams
 
@@ -80,6 +84,7 @@ class VLLMRollout:
         self, problems: Sequence[Problem], group_size: int, step: int, logprobs: bool = False
     ) -> list[tuple[Any, ...]]:
         """Per problem: (prompt ids, completion ids per sample, texts, truncated flags[, log-probs])."""
+        self.wake()
         params = [
             self.params_class(
                 n=1,
@@ -112,13 +117,27 @@ class VLLMRollout:
             out.append(row)
         return out
 
+    def sleep(self) -> None:
+        """Between rollout and learning (GPU, ``vllm_sleep``): level 1 moves the weights to host
+        memory and drops the KV cache, so the learner gets the engine's share of the GPU."""
+        if self.can_sleep and not self.asleep:
+            self.llm.sleep(level=1)
+            self.asleep = True
+
+    def wake(self) -> None:
+        if self.asleep:
+            self.llm.wake_up()
+            self.asleep = False
+
     @torch.no_grad()
     def sync(self, model: torch.nn.Module) -> None:
         from trainers.distributed import full_named_parameters
 
+        self.wake()
         dtype = getattr(torch, compute_dtype_name(self.cfg))  # float32 masters cast here, tensor by tensor
         push_weights(self.llm, ((name, p.to(dtype)) for name, p in full_named_parameters(model)))  # FSDP gathered
 
     def eval_backend(self) -> VLLMBackend:
         """The same engine as an evaluation backend (``rlvr eval`` on the synced weights, no second engine)."""
+        self.wake()
         return VLLMBackend.around(self.llm, self.device)

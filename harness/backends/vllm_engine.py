@@ -122,12 +122,15 @@ def start_engine(
     in_process: bool = True,
     tensor_parallel_size: int = 1,
     logprobs_mode: str | None = None,
+    enable_sleep_mode: bool = False,
 ) -> Any:
     """A ``vllm.LLM``. On a CPU the KV cache is ``kv_cache_gb`` (default 1 GiB) instead of a
     fraction of RAM, and execution is eager (vLLM's CPU graphs are not used). ``in_process``
     keeps the engine core in this process (needed to push weights by reference).
     ``logprobs_mode``: what returned log-probs are (vLLM's engine argument; None keeps its
-    default ``raw_logprobs``, the model's log-softmax before temperature and top-p)."""
+    default ``raw_logprobs``, the model's log-softmax before temperature and top-p).
+    ``enable_sleep_mode`` (GPU only: vLLM's sleep needs its CUDA memory pool) lets
+    ``llm.sleep()`` free the GPU memory the engine holds."""
     vllm, device = require_vllm(device)
     kwargs: dict[str, Any] = {
         "model": model_path,
@@ -147,6 +150,7 @@ def start_engine(
         kwargs["enable_chunked_prefill"] = False
     else:
         kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        kwargs["enable_sleep_mode"] = enable_sleep_mode
     with _env(MULTIPROCESSING_ENV, "0" if in_process else None), preserved_host_state():
         try:
             llm = vllm.LLM(**kwargs)
