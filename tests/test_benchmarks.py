@@ -163,7 +163,7 @@ def test_custom_jsonl_with_field_mapping(tmp_path, grader):
         ("mine/2", "2+2?", "4", "math"),
     ]
     assert grader.grade([(problems[1], "\\boxed{4}")])[0].correct
-    with pytest.raises(UserError, match="no answer; map it with --fields answer="):
+    with pytest.raises(UserError, match=r"row 1 has no answer \(its fields are .*\); map it with --fields answer="):
         load_custom(str(path), parse_fields("question=text"))
     with pytest.raises(UserError, match="OUR=THEIRS"):
         parse_fields("question")

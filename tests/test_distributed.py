@@ -130,10 +130,9 @@ def test_ddp_two_ranks_make_the_single_process_updates(ddp, tiny_model):
     assert ddp["stdout"].count("done ->") == 1  # rank 0 alone reports
 
 
-def test_fsdp_two_ranks_make_the_single_process_updates(tmp_path, tiny_model, digits_source):
+def _fsdp_run(tmp_path, tiny_model, digits_source):
     """DAPO with a KL term (β > 0: the reference is sharded too), 3 prompts: the second minibatch
-    holds one group, so one rank trains on dummy rows only there. Then ``--resume`` from the
-    step-1 checkpoint (DCP shards) ends bit for bit where the uninterrupted run did."""
+    holds one group, so one rank trains on dummy rows only there."""
     settings = _settings(
         digits_source, prompts_per_step=3, gen_prompts=3, max_gen_batches=2, beta=0.04, keep_checkpoints=0
     )
@@ -146,6 +145,21 @@ def test_fsdp_two_ranks_make_the_single_process_updates(tmp_path, tiny_model, di
     state = load_trainer_state(tmp_path / "fsdp" / "checkpoint-000003")
     assert state["sharded"] == {"world_size": 2, "parallel": "fsdp", "optimizer": True}
     assert len(state["rng_per_rank"]) == 2 and "optimizer" not in state
+    return settings
+
+
+def test_fsdp_two_ranks_make_the_single_process_updates(tmp_path, tiny_model, digits_source):
+    """DAPO with a KL term (β > 0: the reference is sharded too), 3 prompts: the second minibatch
+    holds one group, so one rank trains on dummy rows only there."""
+    _fsdp_run(tmp_path, tiny_model, digits_source)
+    shutil.rmtree(tmp_path)
+
+
+@pytest.mark.slow
+def test_fsdp_save_and_resume_is_bit_for_bit(tmp_path, tiny_model, digits_source):
+    """``--resume`` from the step-1 checkpoint (DCP shards) ends bit for bit where the
+    uninterrupted FSDP2 run did."""
+    settings = _fsdp_run(tmp_path, tiny_model, digits_source)
     # save + --resume under FSDP2: from checkpoint 1 to the uninterrupted run's weights and log, bit for bit
     resumed = tmp_path / "resumed"
     resumed.mkdir()

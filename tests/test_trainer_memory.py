@@ -205,6 +205,7 @@ def test_pruning_keeps_the_last_k_and_the_best_and_one_optimizer_state(tmp_path)
     assert prune(tmp_path, 0) == [] and len(list(tmp_path.glob("checkpoint-*"))) == 3  # 0 keeps all
 
 
+@pytest.mark.slow
 def test_a_long_run_keeps_its_directory_bounded_and_resumes(tmp_path, tiny_model, digits_source):
     """Ten steps saved every step, ``keep_checkpoints: 2``: two checkpoints on disk, the AdamW
     state in the newest only; the run directory stays within two sets of weights plus one
