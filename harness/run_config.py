@@ -152,7 +152,8 @@ def changed_settings(run_dir: Path, config: Any) -> list[str]:
 def check_resume(run_dir: Path, config: Any, *, saved_required: bool = False) -> None:
     """Refuse, in one line naming the fields, to continue ``run_dir`` under settings that change
     results. The wording is the config class's ``RESUME_REFUSAL``, formatted with ``run_dir``,
-    ``names`` (every changed field) and ``changes`` (the first four as ``name: old -> new``).
+    ``names`` (every changed field) and ``changes`` (the first four as ``name: old -> new``, then
+    the names of the rest).
     ``saved_required``: a run that has already trained (checkpoints, a journal) but lost its
     ``config.yaml`` cannot be matched to settings, so it is refused rather than trusted."""
     saved = saved_config(run_dir)
@@ -164,7 +165,12 @@ def check_resume(run_dir: Path, config: Any, *, saved_required: bool = False) ->
     names = [] if saved is None else _changed(saved, config)
     if not names:
         return
-    changes = ", ".join(f"{k}: {saved.get(k)!r} -> {getattr(config, k)!r}" for k in names[:4])
+    shown = [
+        f"{k}: {saved[k]!r} -> {getattr(config, k)!r}" if k in saved else f"{k}: unset -> {getattr(config, k)!r}"
+        for k in names[:4]
+    ]
+    more = f"; {len(names) - 4} more: {', '.join(names[4:])}" if len(names) > 4 else ""
+    changes = ", ".join(shown) + more
     raise UserError(type(config).RESUME_REFUSAL.format(run_dir=run_dir, names=", ".join(names), changes=changes))
 
 

@@ -400,7 +400,8 @@ def test_graceful_shutdown_drains_in_flight_requests():
     code = s.stop()
     assert result["r"].status_code == 200
     assert [row["reason"] for row in result["r"].json()["results"]] == ["ok", "ok"]
-    assert code in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after draining
+    # uvicorn re-raises the signal after draining: the command line's SIGTERM exit (143), or the signal's
+    assert code in (0, 143, -signal.SIGTERM)
     time.sleep(0.5)
     assert not [pid for pid in workers if os.path.exists(f"/proc/{pid}")], "grading workers outlived the server"
     assert "Traceback" not in s.logs()
