@@ -6,11 +6,16 @@ Every choice that existing graders make silently (which extractor wins, whether 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 EXTRACTION_RULES = ("answer_tag", "boxed", "hash", "final_hash", "answer_is", "bare", "last_number")
 ANSWER_FORMATS = ("free", "boxed", "r1")
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,18 @@ class MathPolicy:
             raise ValueError(f"unknown extraction rule(s) {unknown}; choose from {EXTRACTION_RULES}")
         if self.answer_format not in ANSWER_FORMATS:
             raise ValueError(f"unknown answer_format {self.answer_format!r}; choose from {ANSWER_FORMATS}")
-        if self.max_distinct_boxes < 1:
-            raise ValueError("max_distinct_boxes must be at least 1")
+        for name in ("sig_figs", "allow_complex", "strict_domain", "literal_answer"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("decimal_rel_tol", "rel_tol", "abs_tol"):
+            value = getattr(self, name)
+            if value is None and name != "decimal_rel_tol":
+                continue
+            if not _finite_number(value) or value < 0:
+                raise ValueError(f"{name} must be a finite non-negative number, got {value!r}")
+        boxes = self.max_distinct_boxes
+        if not _finite_number(boxes) or boxes != int(boxes) or boxes < 1:
+            raise ValueError(f"max_distinct_boxes must be a whole number of at least 1, got {boxes!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
