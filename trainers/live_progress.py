@@ -83,7 +83,7 @@ class RunProgress:
             self.bar.close()
 
     def rollout(self, done: int, total: int, tokens: int) -> None:
-        if done <= 0 or self.phase_started > time.monotonic():
+        if done <= 0:  # a rollout starts: its rate counts from here
             self.phase_started = time.monotonic()
         rate = tokens / max(time.monotonic() - self.phase_started, 1e-9)
         self._phase(f"rollout {done}/{total} samples, {rate:.0f} tok/s")
