@@ -87,3 +87,23 @@ def zombies() -> list[int]:
             except (OSError, IndexError):
                 pass
     return found
+
+
+def checked_grader():
+    """A warmed ``CodeGrader`` of two workers for a module's fixture; once the module is done, no
+    sandbox process and no zombie may be left behind."""
+    from sandbox import CodeGrader
+
+    grader = CodeGrader(workers=2)
+    grader.warm_up()
+    yield grader
+    grader.close()
+    assert not sandbox_processes()
+    assert not zombies()
+
+
+def verdict(grader, program, tests, **options):
+    """The verdict of ``program`` (fenced as a completion); a sandbox error is always a test failure."""
+    v = grader.verify(f"```python\n{program}\n```", tests, **options)
+    assert v.reason != "sandbox_error", v.detail
+    return v

@@ -14,9 +14,8 @@ import struct
 import time
 
 import pytest
-from code_helpers import sandbox_processes, zombies
+from code_helpers import checked_grader, verdict
 
-from sandbox import CodeGrader
 from sandbox.code import values
 from sandbox.code.testcases import call_args, encode_b64
 
@@ -25,18 +24,7 @@ U32 = struct.Struct("!I")
 
 @pytest.fixture(scope="module")
 def grader():
-    g = CodeGrader(workers=2)
-    g.warm_up()
-    yield g
-    g.close()
-    assert not sandbox_processes()
-    assert not zombies()
-
-
-def verdict(grader, program, tests, **options):
-    v = grader.verify(f"```python\n{program}\n```", tests, **options)
-    assert v.reason != "sandbox_error", v.detail
-    return v
+    yield from checked_grader()
 
 
 def forged_answer(payload: bytes) -> str:

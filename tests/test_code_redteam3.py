@@ -17,30 +17,18 @@ import time
 
 import httpx
 import pytest
-from code_helpers import sandbox_processes, zombies
+from code_helpers import checked_grader, verdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from server_helpers import Server
 
-from sandbox import CodeGrader
 from sandbox.code.channels import BatchReader
 from sandbox.code.extract import check_python_syntax
 
 
 @pytest.fixture(scope="module")
 def grader():
-    g = CodeGrader(workers=2)
-    g.warm_up()
-    yield g
-    g.close()
-    assert not sandbox_processes()
-    assert not zombies()
-
-
-def verdict(grader, program, tests, **options):
-    v = grader.verify(f"```python\n{program}\n```", tests, **options)
-    assert v.reason != "sandbox_error", v.detail
-    return v
+    yield from checked_grader()
 
 
 # ---- 1. nothing of the expected output in the sandbox ------------------------------------------

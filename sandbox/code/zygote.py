@@ -96,15 +96,21 @@ def start_isolated(
             serve_submission(ctl_r, res_w, setup, language, uid, True, SCRATCH_DIR, slot.cgroup, seccomp.available())
             code = 0
         except BaseException as exc:  # report, never raise out of a forked child
-            try:
-                write_frame(res_w, {"fatal": f"{type(exc).__name__}: {exc}"})
-            except BaseException:
-                pass
+            report_fatal(res_w, exc)
         os._exit(code)
     setns(own_pidns, CLONE_NEWPID)
     os.close(ctl_r)
     os.close(res_w)
     return pid, ctl_w, res_r
+
+
+def report_fatal(res_w: int, exc: BaseException) -> None:
+    """Tell the supervisor's reader why a forked child could not start (best effort: the pipe may
+    already be gone)."""
+    try:
+        write_frame(res_w, {"fatal": f"{type(exc).__name__}: {exc}"})
+    except BaseException:
+        pass
 
 
 def start_unsafe(setup: dict[str, Any], language: Language) -> tuple[int, int, int]:
@@ -139,10 +145,7 @@ def start_unsafe(setup: dict[str, Any], language: Language) -> tuple[int, int, i
             shutil.rmtree(workdir, ignore_errors=True)
             code = 0
         except BaseException as exc:  # report, never raise out of a forked child
-            try:
-                write_frame(res_w, {"fatal": f"{type(exc).__name__}: {exc}"})
-            except BaseException:
-                pass
+            report_fatal(res_w, exc)
         os._exit(code)
     os.close(ctl_r)
     os.close(res_w)
