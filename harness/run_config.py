@@ -20,7 +20,7 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
@@ -72,9 +72,10 @@ class Meaning:
     """A field's metadata: ``help`` (one line: meaning and unit), ``role``, the ``group`` it is
     listed under, and for the command line its ``flag`` spelling (default ``--the-name``), the
     ``shown_default`` where the value alone would not say it, ``choices`` and other argparse
-    keywords (``cli``)."""
+    keywords (``cli``). ``described``: the help, or a function that writes it when it is shown
+    (a setting whose choices come from a table lists the table's entries as they are then)."""
 
-    help: str
+    described: str | Callable[[], str]
     role: Role
     group: str
     flag: str | None = None
@@ -82,11 +83,15 @@ class Meaning:
     choices: tuple[str, ...] | None = None
     cli: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
+    @property
+    def help(self) -> str:
+        return self.described() if callable(self.described) else self.described
+
 
 def setting(
     default: Any = dataclasses.MISSING,
     *,
-    help: str,
+    help: str | Callable[[], str],
     role: Role,
     group: str,
     default_factory: Any = dataclasses.MISSING,

@@ -305,18 +305,17 @@ def test_local_weights_rescale_to_the_global_normalisation(mode):
     world = 2
     mask = (torch.rand(6, 5) > 0.3).float()
     mask[3] = 0.0  # an overlong-masked row still counts as a sequence
-    cfg = type("Cfg", (), {"loss_agg": mode})()
     ctx = _Recorder(world)
     parts = {0: [0, 1, 4, 5], 1: [2, 3, None, None]}  # groups (0, 2) on rank 0, group 1 + dummies on rank 1
     shards = {r: Shard(ctx, rows, [slice(0, 4)], [sum(x is not None for x in rows)]) for r, rows in parts.items()}
     local = {r: torch.stack([mask[i] if i is not None else torch.zeros(5) for i in rows]) for r, rows in parts.items()}
     for r in parts:
-        shards[r].scales(local[r], cfg)
+        shards[r].scales(local[r], mode)
     ctx.summed = [sum(v) for v in zip(*ctx.seen)]
     expected = token_weights(mask, mode, 8.0)
     combined = torch.zeros_like(mask)
     for r, rows in parts.items():
-        weights = token_weights(local[r], mode, 8.0) * shards[r].scales(local[r], cfg)[0] / world
+        weights = token_weights(local[r], mode, 8.0) * shards[r].scales(local[r], mode)[0] / world
         for k, i in enumerate(rows):
             if i is not None:
                 combined[i] += weights[k]

@@ -38,9 +38,9 @@ from typing import Sequence
 
 import torch
 
+from trainers.rules import Advantage, rule
+
 GROUP_MODES = ("grpo", "drgrpo", "rloo")
-BATCH_MODES = ("reinforce_pp", "reinforce_pp_baseline")
-ADVANTAGE_MODES = GROUP_MODES + BATCH_MODES
 OVERLONG_MODES = ("none", "zero", "mask", "soft")
 
 
@@ -83,6 +83,48 @@ def batch_normalised_advantages(values: torch.Tensor, token_counts: torch.Tensor
     return torch.where(n > 0, (v - mean) / (std + eps), torch.zeros_like(v)).float()
 
 
+#: every advantage estimator, declared once (``trainers.rules.Advantage``): a new one is a new entry
+ADVANTAGES: dict[str, Advantage] = {
+    a.name: a
+    for a in (
+        Advantage(
+            "grpo",
+            lambda r, g, eps, valid, counts: group_advantages(r, g, "grpo", eps, valid),
+            "(r − mean) / (std + {eps:g}) within each group (Bessel std)",
+            "DeepSeekMath eq. 3, DAPO eq. 9",
+            "(r - mean)/(std + std_eps)",
+        ),
+        Advantage(
+            "drgrpo",
+            lambda r, g, eps, valid, counts: group_advantages(r, g, "drgrpo", eps, valid),
+            "r − mean within each group (no std division)",
+            "Dr. GRPO App. A eq. 7",
+            "r - mean",
+        ),
+        Advantage(
+            "rloo",
+            lambda r, g, eps, valid, counts: group_advantages(r, g, "rloo", eps, valid),
+            "r − mean of the other G−1 samples (leave-one-out)",
+            "RLOO, arXiv 2402.14740",
+        ),
+        Advantage(
+            "reinforce_pp",
+            lambda r, g, eps, valid, counts: batch_normalised_advantages(r, counts, eps),
+            "(r − μ_B) / (σ_B + {eps:g}) over the step's trained tokens (REINFORCE++)",
+            "REINFORCE++, arXiv 2501.03262",
+        ),
+        Advantage(
+            "reinforce_pp_baseline",
+            lambda r, g, eps, valid, counts: batch_normalised_advantages(
+                group_advantages(r, g, "drgrpo", eps, valid), counts, eps
+            ),
+            "(r − group mean − μ_B) / (σ_B + {eps:g}) over the step's trained tokens (REINFORCE++ with baseline)",
+            "REINFORCE++, arXiv 2501.03262",
+        ),
+    )
+}
+
+
 def compute_advantages(
     rewards: torch.Tensor,
     group_size: int,
@@ -91,15 +133,9 @@ def compute_advantages(
     valid: torch.Tensor | None,
     token_counts: torch.Tensor,
 ) -> torch.Tensor:
-    """One advantage per sample for any of ``ADVANTAGE_MODES``; ``token_counts`` (trained tokens per
+    """One advantage per sample for any of ``ADVANTAGES``; ``token_counts`` (trained tokens per
     sample) matters only to the batch modes."""
-    if mode == "reinforce_pp":
-        return batch_normalised_advantages(rewards, token_counts, eps)
-    if mode == "reinforce_pp_baseline":
-        return batch_normalised_advantages(
-            group_advantages(rewards, group_size, "drgrpo", eps, valid), token_counts, eps
-        )
-    return group_advantages(rewards, group_size, mode, eps, valid)
+    return rule(ADVANTAGES, mode, "advantage").compute(rewards, group_size, eps, valid, token_counts)
 
 
 def soft_overlong_penalty(length: int, max_tokens: int, cache: int) -> float:

@@ -16,6 +16,7 @@ from harness.eval_config import EMBEDDED_MODEL
 from harness.run_config import Role, require, setting
 from trainers.config_checks import check_plateau_reading, check_sources, check_stages
 from trainers.memory_settings import MemorySettings
+from trainers.rule_help import advantage_help, aggregation_help, policy_loss_help
 
 ALGORITHMS = ("grpo", "drgrpo", "dapo", "srpo")
 
@@ -148,28 +149,10 @@ class TrainConfig(MemorySettings):
         role=R,
         group=REWARD,
     )
-    advantage: str = setting(
-        "grpo",
-        help="advantage: grpo ((r - mean)/(std + std_eps)), drgrpo (r - mean), rloo, reinforce_pp, "
-        "reinforce_pp_baseline (trainers.advantages)",
-        role=P,
-        group=REWARD,
-    )
+    advantage: str = setting("grpo", help=advantage_help, role=P, group=REWARD)
     std_eps: float = setting(1e-8, help="epsilon added to the std of normalised advantages", role=R, group=REWARD)
-    loss_agg: str = setting(
-        "seq_mean_token_mean",
-        help="how token losses are averaged: seq_mean_token_mean (GRPO), token_mean (DAPO), "
-        "seq_mean_token_sum_norm (Dr. GRPO: token sums over a constant)",
-        role=P,
-        group=LOSS,
-    )
-    policy_loss: str = setting(
-        "ppo_clip",
-        help="ppo_clip (token ratio, PPO/GRPO), gspo / gspo_token (sequence ratio), cispo (clipped stop-gradient "
-        "weight on log pi); trainers.losses.POLICY_LOSSES",
-        role=P,
-        group=LOSS,
-    )
+    loss_agg: str = setting("seq_mean_token_mean", help=aggregation_help, role=P, group=LOSS)
+    policy_loss: str = setting("ppo_clip", help=policy_loss_help, role=P, group=LOSS)
     tis_cap: float | None = setting(
         None,
         help="truncated importance sampling: each token's loss times min(pi_learner_old / pi_sampler, tis_cap); "
@@ -296,7 +279,7 @@ class TrainConfig(MemorySettings):
         local data files may be absent, as for ``--plan``)."""
         from harness.backends.registry import backend_names, separate_engine
         from sandbox.math.policy import PRESETS as MATH_PRESETS
-        from trainers.advantages import ADVANTAGE_MODES, OVERLONG_MODES
+        from trainers.advantages import ADVANTAGES, OVERLONG_MODES
         from trainers.losses import AGGREGATIONS, POLICY_LOSSES
         from trainers.precision import check_precision
         from trainers.selection import DYNAMIC_CAPS, SELECTIONS
@@ -305,9 +288,9 @@ class TrainConfig(MemorySettings):
         local = backend_names(local_only=True)
         checks = [
             (self.algorithm in ALGORITHMS, f"algorithm must be one of {ALGORITHMS}"),
-            (self.advantage in ADVANTAGE_MODES, f"advantage must be one of {ADVANTAGE_MODES}"),
-            (self.loss_agg in AGGREGATIONS, f"loss_agg must be one of {AGGREGATIONS}"),
-            (self.policy_loss in POLICY_LOSSES, f"policy_loss must be one of {POLICY_LOSSES}"),
+            (self.advantage in ADVANTAGES, f"advantage must be one of {tuple(ADVANTAGES)}"),
+            (self.loss_agg in AGGREGATIONS, f"loss_agg must be one of {tuple(AGGREGATIONS)}"),
+            (self.policy_loss in POLICY_LOSSES, f"policy_loss must be one of {tuple(POLICY_LOSSES)}"),
             (self.tis_cap is None or self.tis_cap > 0, "tis_cap must be positive (e.g. 2.0) or null (off)"),
             (
                 self.tis_cap is None or separate_engine(self.backend),

@@ -45,7 +45,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from trainers.distributed_rows import LOCAL_DENOMINATOR, Shard, split_groups
+from trainers.distributed_rows import Shard, split_groups
 
 #: test hook: ``RANK:STEP`` makes that rank exit (status 1) in that step, after generating
 FAIL_ENV = "RLVR_TEST_FAIL_RANK_AT_STEP"
@@ -151,8 +151,6 @@ class Context:
                 f"under torchrun minibatch_size ({cfg.minibatch_size}) must be a multiple of group_size "
                 f"({cfg.group_size}): ranks split a minibatch by whole groups"
             )
-        if LOCAL_DENOMINATOR.get(cfg.loss_agg) is None:
-            raise UserError(f"loss_agg {cfg.loss_agg} has no distributed normalisation (trainers.distributed)")
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         local_rank = int(os.environ.get("LOCAL_RANK", 0))
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))

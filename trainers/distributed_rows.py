@@ -10,7 +10,8 @@ reduce-scatter) pair up across ranks.
 Token weights are computed locally (``trainers.losses.token_weights``) and rescaled by
 ``world_size · local denominator / global denominator``: the rows of the global minibatch
 (``seq_mean_token_mean``, Dr. GRPO's ``seq_mean_token_sum_norm``) or its tokens
-(``token_mean``), both all-reduced (SUM) once per update. DDP and FSDP *average* gradients over
+(``token_mean``), as each aggregation's ``denominator`` in ``trainers.losses.AGGREGATIONS``
+says, both all-reduced (SUM) once per update. DDP and FSDP *average* gradients over
 ranks; the factor ``world_size`` turns that average back into the sum, so the gradient is the
 single-process gradient. DDP syncs only on a minibatch's last micro-batch
 (``require_backward_grad_sync``, what ``no_sync`` sets); FSDP reduce-scatters after every
@@ -24,6 +25,9 @@ from typing import Any, Protocol
 
 import torch
 
+from trainers.losses import AGGREGATIONS
+from trainers.rules import rule
+
 
 class Reducer(Protocol):
     """What a shard needs of ``trainers.distributed.Context``: the world size and a sum over ranks
@@ -32,11 +36,6 @@ class Reducer(Protocol):
     world: int
 
     def all_reduce(self, values: Sequence[float], op: str = "sum") -> list[float]: ...
-
-
-#: how ``trainers.losses.token_weights`` normalises each aggregation locally: by the rows of the
-#: minibatch or by its tokens (a new mode must say which before it runs under torchrun)
-LOCAL_DENOMINATOR = {"seq_mean_token_mean": "rows", "seq_mean_token_sum_norm": "rows", "token_mean": "tokens"}
 
 
 def split_groups(n_groups: int, per_minibatch: int, world: int) -> list[list[list[int]]]:
@@ -80,13 +79,14 @@ class Shard:
             *(rows(column) for column in per_token),
         )
 
-    def scales(self, completion_mask: torch.Tensor, cfg: Any) -> list[float]:
-        """Per minibatch: world · local denominator / global denominator (see the module docstring)."""
+    def scales(self, completion_mask: torch.Tensor, loss_agg: str) -> list[float]:
+        """Per minibatch: world · local denominator / global denominator (see the module docstring),
+        the denominator being the ``loss_agg`` aggregation's."""
         tokens = [float(completion_mask[mb].sum()) for mb in self.minibatches]
         totals = self.ctx.all_reduce([float(n) for n in self.real] + tokens)
         n = len(self.minibatches)
         global_rows, global_tokens = totals[:n], totals[n:]
-        kind = LOCAL_DENOMINATOR[cfg.loss_agg]
+        kind = rule(AGGREGATIONS, loss_agg, "loss aggregation").denominator
         out = []
         for j, mb in enumerate(self.minibatches):
             if kind == "rows":

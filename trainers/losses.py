@@ -29,23 +29,66 @@ from __future__ import annotations
 
 import torch
 
-AGGREGATIONS = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")
+from trainers.rules import Aggregation, PolicyLoss, rule
+
+
+def _seq_mean_token_mean(mask: torch.Tensor, constant: float | None) -> torch.Tensor:
+    return mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0) / mask.shape[0]
+
+
+def _token_mean(mask: torch.Tensor, constant: float | None) -> torch.Tensor:
+    return mask / mask.sum().clamp(min=1.0)
+
+
+def _seq_mean_token_sum_norm(mask: torch.Tensor, constant: float | None) -> torch.Tensor:
+    if not constant or constant <= 0:
+        raise ValueError("seq_mean_token_sum_norm needs a positive constant normaliser (the generation budget)")
+    return mask / (constant * mask.shape[0])
+
+
+#: every loss aggregation, declared once (``trainers.rules.Aggregation``): a new one is a new entry
+AGGREGATIONS: dict[str, Aggregation] = {
+    a.name: a
+    for a in (
+        Aggregation(
+            "seq_mean_token_mean",
+            _seq_mean_token_mean,
+            "rows",
+            "GRPO",
+            lambda size, max_tokens, constant: (
+                f"each response's length |o_i|, then the {size} responses of the mini-batch"
+            ),
+            "DeepSeekMath eq. 3 (GRPO)",
+        ),
+        Aggregation(
+            "token_mean",
+            _token_mean,
+            "tokens",
+            "DAPO",
+            lambda size, max_tokens, constant: (
+                f"the mini-batch's completion tokens Σ|o_i| (varies; at most {size} x "
+                f"{max_tokens} = {size * max_tokens:,})"
+            ),
+            "DAPO eq. 8 (token-level)",
+        ),
+        Aggregation(
+            "seq_mean_token_sum_norm",
+            _seq_mean_token_sum_norm,
+            "rows",
+            "Dr. GRPO: token sums over a constant",
+            lambda size, max_tokens, constant: (
+                f"the constant C = {constant:g} times the {size} responses of the mini-batch"
+            ),
+            "Dr. GRPO App. A eq. 7 with oat's constant normaliser",
+            constant=True,
+        ),
+    )
+}
 
 
 def token_weights(mask: torch.Tensor, mode: str, constant: float | None = None) -> torch.Tensor:
     """Weight of every token in the aggregated loss (zero where ``mask`` is zero)."""
-    mask = mask.float()
-    sequences = mask.shape[0]
-    if mode == "seq_mean_token_mean":
-        lengths = mask.sum(dim=1, keepdim=True).clamp(min=1.0)
-        return mask / lengths / sequences
-    if mode == "token_mean":
-        return mask / mask.sum().clamp(min=1.0)
-    if mode == "seq_mean_token_sum_norm":
-        if not constant or constant <= 0:
-            raise ValueError("seq_mean_token_sum_norm needs a positive constant normaliser (the generation budget)")
-        return mask / (constant * sequences)
-    raise ValueError(f"unknown loss aggregation {mode!r}; choose from {AGGREGATIONS}")
+    return rule(AGGREGATIONS, mode, "loss aggregation").weights(mask.float(), constant)
 
 
 def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, constant: float | None = None) -> torch.Tensor:
@@ -88,9 +131,6 @@ def clipped_surrogate(
         "clip_low": ((ratio < 1.0 - eps_low) & (advantages < 0)).float(),
         "clip_high": ((ratio > 1.0 + eps_high) & (advantages > 0)).float(),
     }
-
-
-POLICY_LOSSES = ("ppo_clip", "gspo", "gspo_token", "cispo")
 
 
 def _per_token(advantages: torch.Tensor) -> torch.Tensor:
@@ -177,6 +217,38 @@ def cispo_terms(
     }
 
 
+#: every policy loss, declared once (``trainers.rules.PolicyLoss``): a new one is a new entry
+POLICY_LOSSES: dict[str, PolicyLoss] = {
+    p.name: p
+    for p in (
+        PolicyLoss(
+            "ppo_clip",
+            lambda logp, old, adv, mask, lo, hi, c: ppo_clip_terms(logp, old, adv, lo, hi, c),
+            "token ratio, PPO/GRPO",
+            "DeepSeekMath eq. 3, DAPO eq. 8; dual clip: Ye et al. 2020, arXiv 1912.09729",
+        ),
+        PolicyLoss(
+            "gspo",
+            lambda logp, old, adv, mask, lo, hi, c: gspo_terms(logp, old, adv, mask, lo, hi),
+            "sequence ratio",
+            "GSPO, arXiv 2507.18071, eq. 5 and 7",
+        ),
+        PolicyLoss(
+            "gspo_token",
+            lambda logp, old, adv, mask, lo, hi, c: gspo_token_terms(logp, old, adv, mask, lo, hi),
+            "sequence ratio, each token's own gradient",
+            "GSPO, arXiv 2507.18071, eq. 14",
+        ),
+        PolicyLoss(
+            "cispo",
+            lambda logp, old, adv, mask, lo, hi, c: cispo_terms(logp, old, adv, lo, hi),
+            "clipped stop-gradient weight on log pi",
+            "MiniMax-M1, arXiv 2506.13585, eq. 4 and 5",
+        ),
+    )
+}
+
+
 def policy_loss_terms(
     name: str,
     logp: torch.Tensor,
@@ -191,16 +263,9 @@ def policy_loss_terms(
     outside ``mask``, of the policy loss ``name`` (one of ``POLICY_LOSSES``; ``clip_ratio_c``:
     ``ppo_clip``'s dual clip). Each depends only on a sequence's own tokens: micro-batches of
     whole sequences cannot change it."""
-    if name == "ppo_clip":
-        terms = ppo_clip_terms(logp, old_logp, advantages, eps_low, eps_high, clip_ratio_c)
-    elif name == "gspo":
-        terms = gspo_terms(logp, old_logp, advantages, mask, eps_low, eps_high)
-    elif name == "gspo_token":
-        terms = gspo_token_terms(logp, old_logp, advantages, mask, eps_low, eps_high)
-    elif name == "cispo":
-        terms = cispo_terms(logp, old_logp, advantages, eps_low, eps_high)
-    else:
-        raise ValueError(f"unknown policy loss {name!r}; choose from {POLICY_LOSSES}")
+    terms = rule(POLICY_LOSSES, name, "policy loss").terms(
+        logp, old_logp, advantages, mask, eps_low, eps_high, clip_ratio_c
+    )
     mask = mask.float()
     return {key: terms[key] * mask for key in ("loss", "clip_low", "clip_high")}
 

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.registry import separate_engine
+from trainers.advantages import ADVANTAGES
+from trainers.losses import AGGREGATIONS
 from trainers.memory import memory_lines, params_from_config, plan_memory
 from trainers.paper_data import data_origin
 from trainers.precision import BYTES, compute_dtype_name, master_dtype_name
@@ -33,11 +35,6 @@ from trainers.precision import BYTES, compute_dtype_name, master_dtype_name
 GPU_GB = 80.0
 GB = 1e9
 
-ADVANTAGE_TEXT = {
-    "grpo": "(r − mean) / (std + {eps:g}) within each group (Bessel std)",
-    "drgrpo": "r − mean within each group (no std division)",
-    "rloo": "r − mean of the other G−1 samples (leave-one-out)",
-}
 SELECTION_TEXT = {
     "uniform": "uniform: the stage's pool in a seeded order, epoch after epoch",
     "history": "history (SRPO): at each epoch's end, prompts whose every sample was correct leave the pool",
@@ -57,6 +54,7 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
     per_pass = math.ceil(rows / size)
     micro = math.ceil(size / cfg.micro_batch_size)
     dynamic = cfg.selection == "dynamic"
+    aggregation = AGGREGATIONS[cfg.loss_agg]
     gen_prompts = (cfg.gen_prompts or cfg.prompts_per_step) if dynamic else None
     plan: dict[str, Any] = {
         "algorithm": cfg.algorithm,
@@ -100,10 +98,10 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
         "loss": {
             "policy_loss": getattr(cfg, "policy_loss", "ppo_clip"),
             "loss_agg": cfg.loss_agg,
-            "divides_by": _normaliser(cfg, size),
-            "loss_constant": cfg.normaliser if cfg.loss_agg == "seq_mean_token_sum_norm" else None,
+            "divides_by": aggregation.divides_by(size, cfg.max_tokens, cfg.normaliser),
+            "loss_constant": cfg.normaliser if aggregation.constant else None,
             "advantage": cfg.advantage,
-            "advantage_formula": ADVANTAGE_TEXT[cfg.advantage].format(eps=cfg.std_eps),
+            "advantage_formula": ADVANTAGES[cfg.advantage].formula.format(eps=cfg.std_eps),
             "eps_low": cfg.eps_low,
             "eps_high": cfg.eps_high,
             "clip_ratio_c": cfg.clip_ratio_c,
@@ -181,20 +179,6 @@ def _data(cfg: Any) -> list[dict[str, Any]]:
         ]
         out.append({"name": stage.name, "sources": sources, "switch": switch})
     return out
-
-
-def _normaliser(cfg: Any, size: int) -> str:
-    """What the loss aggregation divides a mini-batch's summed token losses by."""
-    if cfg.loss_agg == "seq_mean_token_mean":
-        return f"each response's length |o_i|, then the {size} responses of the mini-batch"
-    if cfg.loss_agg == "token_mean":
-        return (
-            f"the mini-batch's completion tokens Σ|o_i| (varies; at most {size} x {cfg.max_tokens} = "
-            f"{size * cfg.max_tokens:,})"
-        )
-    if cfg.loss_agg == "seq_mean_token_sum_norm":
-        return f"the constant C = {cfg.normaliser:g} times the {size} responses of the mini-batch"
-    return cfg.loss_agg
 
 
 # --- devices -----------------------------------------------------------------------------------

@@ -169,7 +169,7 @@ def policy_update(
     rows = batch.input_ids.shape[0]
     size = cfg.minibatch_size or rows
     minibatches = shard.minibatches if shard else [slice(s, min(rows, s + size)) for s in range(0, rows, size)]
-    scales = shard.scales(batch.completion_mask, cfg) if shard else [1.0] * len(minibatches)
+    scales = shard.scales(batch.completion_mask, cfg.loss_agg) if shard else [1.0] * len(minibatches)
     # the optimizer's parameters (under FSDP the module may hold unsharded copies between passes)
     params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
     tis_cap = cfg.tis_cap
