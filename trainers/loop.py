@@ -35,6 +35,7 @@ from trainers.precision import Precision, compute_dtype_name, master_dtype_name
 from trainers.rollout import HFRollout, RolloutWorker
 from trainers.selection import make_selection, stage_seed
 from trainers.telemetry import LOG_FILE, TrainLog, rollout_metrics
+from trainers.train_state import TrainState
 from trainers.update import UPDATE_METRICS, batch_logprobs, minibatch_order, old_logp_from_update, pack, policy_update
 
 
@@ -178,21 +179,21 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     selection, probe = _stage_selection(cfg, curriculum), _stage_probe(cfg, curriculum)
     start, generations_total = 0, 0
     if checkpoint:
-        state = load_trainer_state(checkpoint)
-        if not distributed_checkpoint.has_optimizer(state):
+        resumed = load_trainer_state(checkpoint)
+        if not distributed_checkpoint.has_optimizer(resumed):
             raise UserError(
                 f"--resume: {checkpoint} has no optimizer state (trained with save_optimizer: false); start a new --out"
             )
-        distributed_checkpoint.load_optimizer(state, checkpoint, learner, optimizer)  # a sharded one: the weights too
-        scheduler.load_state_dict(state["scheduler"])
-        precision.load_state_dict(state.get("precision"))
-        curriculum.load_state_dict(state["curriculum"])
+        distributed_checkpoint.load_optimizer(resumed, checkpoint, learner, optimizer)  # a sharded one: the weights too
+        scheduler.load_state_dict(resumed["scheduler"])
+        precision.load_state_dict(resumed.get("precision"))
+        curriculum.load_state_dict(resumed["curriculum"])
         lookup = {p.id: p for s in curriculum.stages for p in stage_pool(s, cfg.math_policy)}
         selection = _stage_selection(cfg, curriculum)
-        selection.load_state_dict(state["selection"], lookup)
+        selection.load_state_dict(resumed["selection"], lookup)
         probe = _stage_probe(cfg, curriculum)
-        set_rng_state(distributed_checkpoint.rank_rng(state))
-        start, generations_total = state["step"], state["generations_total"]
+        set_rng_state(distributed_checkpoint.rank_rng(resumed))
+        start, generations_total = resumed["step"], resumed["generations_total"]
         if main:
             print(f"resuming {out} from {checkpoint.name}: {start} steps done, {cfg.max_steps - start} to go")
     grader = EvalGrader()
@@ -202,6 +203,21 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     worker = RolloutWorker(sampler, grader, cfg.group_size, logprobs=separate_engine(cfg.backend))
     if ctx:  # this rank generates its share of whole groups; every rank sees every group
         worker = ctx.rollout(worker, model, unshard=not separate_engine(cfg.backend))
+    state = TrainState(
+        model,
+        reference,
+        optimizer,
+        scheduler,
+        precision,
+        tokenizer,
+        device,
+        curriculum,
+        selection,
+        probe,
+        worker,
+        sampler,
+        generations_total,
+    )
     log = (
         TrainLog(out, cfg.log_to, dataclasses.asdict(cfg), resume=checkpoint is not None, keep_until=start)
         if main
@@ -214,50 +230,34 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
             reason = curriculum.should_switch()
             if reason:
                 stage = curriculum.advance(step, reason)
-                selection, probe = _stage_selection(cfg, curriculum), _stage_probe(cfg, curriculum)
+                state.selection, state.probe = _stage_selection(cfg, curriculum), _stage_probe(cfg, curriculum)
                 if main:
                     print(f"step {step}: stage -> {stage.name} ({reason})")
-            metrics = train_step(
-                cfg, step, model, reference, optimizer, tokenizer, device, selection, worker, sampler, precision
-            )
+            metrics = train_step(cfg, step, state)
             scheduler.step()
-            generations_total += metrics["generations"]
+            state.generations_total += metrics["generations"]
             curriculum.record(
                 metrics["reward_mean"] if metrics["reward_mean"] is not None else 0.0, metrics["generations"]
             )
             metrics.update(probe_reward=None, probe_generations=0, time_probe=0.0)  # the same keys every line
             if curriculum.probe_due():
-                metrics.update(read_probe(cfg, worker, probe, step))
+                metrics.update(read_probe(cfg, worker, state.probe, step))
                 curriculum.record_probe(metrics["probe_reward"])
             metrics.update(
-                generations_total=generations_total, stage=curriculum.stage.name, lr=scheduler.get_last_lr()[0]
+                generations_total=state.generations_total, stage=curriculum.stage.name, lr=scheduler.get_last_lr()[0]
             )
-            budget_spent = cfg.max_generations is not None and generations_total >= cfg.max_generations
+            budget_spent = cfg.max_generations is not None and state.generations_total >= cfg.max_generations
             last = step == cfg.max_steps or budget_spent
-            save = lambda export: _save(  # noqa: E731
-                cfg,
-                out,
-                step,
-                model,
-                tokenizer,
-                optimizer,
-                scheduler,
-                curriculum,
-                selection,
-                generations_total,
-                precision,
-                export,
-            )
             saved = None
             if cfg.eval_every and step % cfg.eval_every == 0:
-                saved = save(True)  # the evaluation reads the HF export
+                saved = _save(out, step, state, cfg.save_optimizer, True)  # the evaluation reads the HF export
                 if main:  # (under torchrun rank 0 alone evaluates)
                     metrics.update(_evaluate(cfg, out, step, saved, model, sampler, device))
             log.write(step, metrics)
             voice.step_done(step, step_line(step, cfg.max_steps, metrics))
             due = (cfg.save_every and step % cfg.save_every == 0) or last
             if due and saved is None:  # an evaluated step is already saved
-                saved = save(last or cfg.hf_export == "every_checkpoint")
+                saved = _save(out, step, state, cfg.save_optimizer, last or cfg.hf_export == "every_checkpoint")
             if saved is not None and main:  # disk: the last keep_checkpoints (+ the best), one optimizer state
                 checkpoint_retention.record_score(out, saved, metrics, cfg.keep_best)
                 checkpoint_retention.prune(out, cfg.keep_checkpoints, cfg.keep_best)
@@ -307,23 +307,13 @@ def shaped_rewards(cfg: TrainConfig, groups: list) -> tuple[torch.Tensor, torch.
     )
 
 
-def train_step(
-    cfg: TrainConfig,
-    step: int,
-    model,
-    reference,
-    optimizer,
-    tokenizer,
-    device,
-    selection,
-    worker: RolloutWorker,
-    sampler,
-    precision: Precision | None = None,
-) -> dict[str, Any]:
+def train_step(cfg: TrainConfig, step: int, state: TrainState) -> dict[str, Any]:
+    """One rollout step: select and roll out prompts, shape rewards into advantages, update the policy."""
+    model, worker, sampler, device = state.model, state.worker, state.sampler, state.device
     generated_before = worker.generations
     seen: list = []
     rollout = lambda problems, key: seen.extend(groups := worker(problems, key)) or groups  # noqa: E731
-    groups, selection_stats = selection.next_groups(rollout, cfg.prompts_per_step, step)
+    groups, selection_stats = state.selection.next_groups(rollout, cfg.prompts_per_step, step)
     times = worker.take_times()
     if hasattr(sampler, "sleep"):  # vLLM on a GPU: its memory to the learner until the sync wakes it
         sampler.sleep()
@@ -365,7 +355,7 @@ def train_step(
             prompts, completions, advantages, keep, sampled = shard.take(
                 prompts, completions, advantages, keep, sampled
             )
-        batch = pack(prompts, completions, advantages, keep, tokenizer.pad_token_id, device, sampled)
+        batch = pack(prompts, completions, advantages, keep, state.tokenizer.pad_token_id, device, sampled)
         passes = {
             "chunk": cfg.logits_chunk,
             "token_budget": cfg.micro_token_budget,
@@ -376,10 +366,10 @@ def train_step(
         minibatches = len(shard.minibatches) if shard else -(-rows // (cfg.minibatch_size or rows))
         if not old_logp_from_update(cfg, minibatches):
             batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size, **passes)
-        if reference is not None:
-            batch.ref_logp = batch_logprobs(reference, batch, cfg.micro_batch_size, **passes)
+        if state.reference is not None:
+            batch.ref_logp = batch_logprobs(state.reference, batch, cfg.micro_batch_size, **passes)
         learner = ctx.train_model if ctx else model
-        metrics.update(policy_update(learner, optimizer, batch, cfg, precision or Precision(cfg, device), shard))
+        metrics.update(policy_update(learner, state.optimizer, batch, cfg, state.precision, shard))
         metrics["reward_mean"] = float(rewards.mean())
         metrics["trained_zero_variance_fraction"] = zero_variance_fraction(rewards, cfg.group_size)
     metrics["time_learn"] = round(time.perf_counter() - t0, 3)
@@ -394,22 +384,15 @@ def train_step(
     return metrics
 
 
-def _save(
-    cfg, out, step, model, tokenizer, optimizer, scheduler, curriculum, selection, generations_total, precision, export
-) -> Path:
+def _save(out: Path, step: int, state: TrainState, with_optimizer: bool, export: bool) -> Path:
     """The HF export is written from the float32 master weights (exact resume; ``trainers.precision``);
     under torchrun only with ``export`` (the sharded ``dcp/`` holds the weights)."""
-    trainer = {
-        "scheduler": scheduler.state_dict(),
-        "curriculum": curriculum.state_dict(),
-        "selection": selection.state_dict(),
-        "generations_total": generations_total,
-        "precision": precision.state_dict(),
-    }
-    optimizer = optimizer if cfg.save_optimizer else None
+    optimizer = state.optimizer if with_optimizer else None
     if ctx := distributed.context():  # sharded (DCP) + the HF export, every rank taking part
-        return distributed_checkpoint.save_checkpoint(ctx, out, step, tokenizer, optimizer, trainer, export)
-    return save_checkpoint(out, step, model, tokenizer, optimizer, trainer)
+        return distributed_checkpoint.save_checkpoint(
+            ctx, out, step, state.tokenizer, optimizer, state.trainer_fields(), export
+        )
+    return save_checkpoint(out, step, state.model, state.tokenizer, optimizer, state.trainer_fields())
 
 
 def _evaluate(cfg: TrainConfig, out: Path, step: int, path: Path, model, sampler, device) -> dict[str, Any]:
