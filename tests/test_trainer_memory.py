@@ -298,7 +298,7 @@ def test_old_logprobs_from_the_update_itself_give_the_update_of_a_separate_pass(
 
     model, batch = setup
     cfg = _cfg(minibatch_size=None, micro_batch_size=2, micro_token_budget=budget, tis_cap=None, beta=0.0)
-    assert old_logp_from_update(cfg, 1) and not old_logp_from_update(_cfg(mu=2), 1)
+    assert old_logp_from_update(cfg.mu, cfg.tis_cap, 1) and not old_logp_from_update(2, None, 1)
     results = []
     for separate in (True, False):
         m, b = copy.deepcopy(model), copy.copy(batch)

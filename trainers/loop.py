@@ -80,8 +80,8 @@ def _load_policy(cfg: TrainConfig, path: str, device: str | None = None, frozen:
     return Precision(cfg, device).wrap(model), tokenizer, device  # every forward under the compute dtype
 
 
-def _lr_schedule(cfg: TrainConfig):
-    return lambda step: min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
+def _lr_schedule(warmup_steps: int):
+    return lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
 
 
 def warn_overlap(cfg: TrainConfig) -> None:
@@ -173,7 +173,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) 
     optimizer = torch.optim.AdamW(
         learner.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.adam_eps, weight_decay=cfg.weight_decay
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_schedule(cfg))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_schedule(cfg.warmup_steps))
     precision = Precision(cfg, device)
     curriculum = Curriculum([Stage.from_dict(s) for s in cfg.stages])
     selection, probe = _stage_selection(cfg, curriculum), _stage_probe(cfg, curriculum)
@@ -364,7 +364,7 @@ def train_step(cfg: TrainConfig, step: int, state: TrainState) -> dict[str, Any]
         }
         rows = batch.input_ids.shape[0]
         minibatches = len(shard.minibatches) if shard else -(-rows // (cfg.minibatch_size or rows))
-        if not old_logp_from_update(cfg, minibatches):
+        if not old_logp_from_update(cfg.mu, cfg.tis_cap, minibatches):
             batch.old_logp = batch_logprobs(model, batch, cfg.micro_batch_size, **passes)
         if state.reference is not None:
             batch.ref_logp = batch_logprobs(state.reference, batch, cfg.micro_batch_size, **passes)

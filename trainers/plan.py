@@ -61,7 +61,7 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
         "config": config,
         "model": {"name": cfg.model or "embedded (smollm2-135m-instruct)", "backend": cfg.backend},
         "template": cfg.template,
-        "data": _data(cfg),
+        "data": _data(cfg.stages),
         "rollout": {
             "prompts_per_step": cfg.prompts_per_step,
             "group_size": cfg.group_size,
@@ -156,12 +156,12 @@ def training_plan(cfg: Any, config: str | None = None) -> dict[str, Any]:
     return plan
 
 
-def _data(cfg: Any) -> list[dict[str, Any]]:
+def _data(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from harness.benchmarks.sources import local_path
     from trainers.curriculum import Stage
 
     out = []
-    for data in cfg.stages:
+    for data in stages:
         stage = Stage.from_dict(data)
         if stage.until_step is not None:
             switch = f"until step {stage.until_step}"

@@ -95,12 +95,12 @@ def minibatch_order(shuffle: str, seed: int, step: int, rows: int) -> list[int]:
     return torch.randperm(rows, generator=generator).tolist()
 
 
-def old_logp_from_update(cfg: Any, minibatches: int) -> bool:
+def old_logp_from_update(mu: int, tis_cap: float | None, minibatches: int) -> bool:
     """Whether the old log-probs can be the update's own (detached) ones: one pass (μ = 1) over
     one minibatch, no TIS weights needed before it. Then π_old = π_θ for every micro-batch (no
     step has been taken yet) and the no-gradient pass ``batch_logprobs`` would compute the same
     values (ratios exactly 1; TRL skips it likewise): a forward pass per row saved."""
-    return cfg.mu == 1 and minibatches == 1 and not cfg.tis_cap
+    return mu == 1 and minibatches == 1 and not tis_cap
 
 
 @torch.no_grad()
