@@ -7,7 +7,7 @@ Per token (maximised objective, DeepSeekMath eq. 3; DAPO eq. 8 adds the asymmetr
     ℓ_t = −min(ρ_t Â, clip(ρ_t, 1 − ε_low, 1 + ε_high) Â)          (loss to minimise)
     KL_t = exp(log π_ref − log π_θ) − (log π_ref − log π_θ) − 1       (k3, DeepSeekMath eq. 4)
 
-``policy_loss`` chooses ℓ (``POLICY_LOSSES``; formulas and sources in ``policy_loss_terms``):
+``policy_loss`` chooses ℓ (an entry of the table ``POLICY_LOSSES``; formulas in each function):
 ``ppo_clip`` (above; with ``clip_ratio_c`` = c the dual clip of Ye et al. 2020 as verl has it:
 ℓ_t = min(ℓ_t, −c·Â) where Â < 0), ``gspo`` / ``gspo_token`` (one ratio per sequence, its log
 capped at 10 as verl caps it) and ``cispo`` (a clipped, stop-gradient weight on log π). ε_low /
@@ -20,7 +20,9 @@ Aggregation of ℓ over a (mini)batch of S responses with masks m (|o_s| = Σ_t 
 * ``seq_mean_token_sum_norm`` (1/S) Σ_s (1/C) Σ_t ℓ_{s,t} m_{s,t}        Dr. GRPO (App. A eq. 7 with
   oat's constant normaliser C = the generation budget, e.g. 3000)
 
-Each mode is a fixed weight per token (``token_weights``) computed once over the whole
+Each is one entry of ``AGGREGATIONS`` (``trainers.rules.Aggregation``: its weights, the
+distributed denominator, the plan's and the help's words). Each mode is a fixed weight per token
+(``token_weights``) computed once over the whole
 minibatch, and every policy loss is a function of a sequence's own tokens, so a minibatch split
 into micro-batches for gradient accumulation gives exactly the same gradient as one pass.
 """
