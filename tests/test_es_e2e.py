@@ -266,7 +266,7 @@ def test_learn_cpu_es_reuses_a_finished_run_when_only_the_noise_cache_or_workers
 
     from conftest import ROOT
 
-    from harness.run_config import save_config
+    from harness.run_dir import save_config
     from trainers.es_config import build_es_config
 
     spec = importlib.util.spec_from_file_location("learn_cpu_es", ROOT / "benchmarks" / "learn_cpu_es.py")
