@@ -378,7 +378,7 @@ def test_every_parser_takes_exact_flag_names_only():
         (["eval", "--benchmark", "arith"], "did you mean --benchmarks?", "rlvr eval"),
         (["eval", "--benchmarks", "arith", "--temprature", "0.5"], "did you mean --temperature?", "rlvr eval"),
         (["ablate", "templates", "--limt", "3"], "did you mean --limit?", "rlvr ablate templates"),
-        (["train", "drgrpo", "--max-step", "3"], "did you mean --max-steps?", "rlvr train"),
+        (["train", "drgrpo", "--max-step", "3"], "did you mean --max-steps?", "rlvr train drgrpo"),
         (["grade", "--kind", "math", "--inpt", "x"], "did you mean --input?", "rlvr grade"),
         (["evl"], "unknown command 'evl'; did you mean eval?", "rlvr"),
         (["eval", "--n", "two"], "invalid int value: 'two'", "rlvr eval"),

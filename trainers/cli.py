@@ -107,8 +107,7 @@ def _register_algorithm(algorithms: argparse._SubParsersAction, algorithm: str) 
     from trainers.config import TrainConfig, algorithm_module
     from trainers.es_config import ESConfig
 
-    population = algorithm in GRADIENT_FREE
-    cls, defining = (ESConfig, {}) if population else (TrainConfig, algorithm_module(algorithm).DEFINING)
+    cls, defining = (ESConfig, {}) if algorithm in GRADIENT_FREE else (TrainConfig, algorithm_module(algorithm).DEFINING)
     a = algorithms.add_parser(
         algorithm,
         help=f"train with {algorithm}",
@@ -128,14 +127,13 @@ def _register_algorithm(algorithms: argparse._SubParsersAction, algorithm: str) 
         "trainers from their latest checkpoint, RandOpt / CoRP from their generation journal",
     )
     run_flags.add_argument("--no-progress", dest="progress", action="store_false", help="no per-step progress lines")
-    if not population:
-        run_flags.add_argument(
-            "--plan",
-            action="store_true",
-            help="print what the run would do (schedule, loss, lr, rewards, precision, a device estimate) and exit; "
-            "loads no model and no data",
-        )
-        run_flags.add_argument("--json", action="store_true", help="with --plan: print the plan as JSON")
+    run_flags.add_argument(
+        "--plan",
+        action="store_true",
+        help="policy-gradient trainers: print what the run would do (schedule, loss, lr, rewards, precision, a "
+        "device estimate) and exit; loads no model and no data",
+    )
+    run_flags.add_argument("--json", action="store_true", help="with --plan: print the plan as JSON")
     a.set_defaults(func=run)
 
 
