@@ -54,7 +54,7 @@ def main() -> int:
             [
                 sys.executable,
                 "-m",
-                "harness.cli",
+                "cli",
                 "contamination",
                 "--train",
                 str(train),

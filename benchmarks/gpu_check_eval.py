@@ -116,7 +116,7 @@ def main() -> int:
         [
             sys.executable,
             "-m",
-            "harness.cli",
+            "cli",
             "eval",
             "--backend",
             "vllm",

@@ -71,7 +71,7 @@ def train_run() -> dict:
             "vllm_sleep": "true",
             "device": "cuda",
         }
-        command = [sys.executable, "-m", "harness.cli", "train", "drgrpo", "--config", "cpu-demo", "--out", out]
+        command = [sys.executable, "-m", "cli", "train", "drgrpo", "--config", "cpu-demo", "--out", out]
         command += ["--max-steps", "2", "--no-progress"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
         log = (Path(out) / "train_log.jsonl").read_text().splitlines() if result.returncode == 0 else []

@@ -234,7 +234,7 @@ def render(
 def finished_with(out: Path, cfg) -> bool:
     """True when ``out`` holds a finished run of this config (up to the settings a resume may
     change: none changes a completion), so its records are left as written."""
-    from harness.run_config import changed_settings
+    from harness.run_dir import changed_settings
 
     return (out / "report.json").is_file() and (out / "config.yaml").is_file() and not changed_settings(out, cfg)
 
@@ -289,8 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import importlib
 
+    from harness.config import parse_overrides
     from harness.errors import UserError
-    from trainers.config import parse_overrides
     from trainers.es_config import build_es_config
 
     shared = parse_overrides(args.overrides)

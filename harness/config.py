@@ -5,7 +5,8 @@ algorithm defaults < a preset or YAML file < ``--set`` / typed flags), refuses u
 the list of valid ones, and coerces every value to its field's annotated type, so ``lr: 1e-5``
 (a string to YAML 1.1) is a float and a wrong value names its field and the type it expected.
 Commands declare their flags with ``default=argparse.SUPPRESS`` so only flags the user typed
-appear (``typed_flags``).
+appear (``typed_flags``), and every command takes ``--config FILE`` and ``--set KEY=VALUE``
+(``harness.run_config.add_setting_flags``). The trainers' preset lookup plugs into ``config_layer``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 import types
 import typing
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
 import yaml
 
@@ -145,34 +146,66 @@ def build_settings(cls: type[T], layers: Sequence[Mapping[str, Any]], label: str
         raise UserError(f"bad {label}: {exc}") from exc
 
 
-def config_layer(source: str | None, presets: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The ``--config`` layer: a named preset, else a YAML file (nothing when ``source`` is empty)."""
+#: the named presets of a ``--config``: a mapping, or a lookup by name (None: no such preset)
+Presets = Optional[Union[Mapping[str, Mapping[str, Any]], Callable[[str], Optional[Mapping[str, Any]]]]]
+
+
+def config_layer(source: str | None, presets: Presets = None, missing: str | None = None) -> dict[str, Any]:
+    """The ``--config`` layer: a named preset (``presets``: a mapping or a lookup by name), else a
+    YAML file (nothing when ``source`` is empty). ``missing``: the message when it is neither."""
     if not source:
         return {}
-    if presets and source in presets:
-        return dict(presets[source])
+    found = presets(source) if callable(presets) else (presets or {}).get(source)
+    if found is not None:
+        return dict(found)
+    if missing and not Path(source).expanduser().exists():
+        raise UserError(missing)
     return read_yaml(source)
 
 
+def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
+    """``--set key=value`` pairs, values read as YAML (numbers, lists, booleans)."""
+    out = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise UserError(f"--set {pair!r} is not KEY=VALUE (e.g. --set lr=2e-5)")
+        key, value = pair.split("=", 1)
+        try:
+            out[key.strip().replace("-", "_")] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise UserError(
+                f"--set {key.strip()}: the value is not valid YAML ({getattr(exc, 'problem', exc)}); quote it in the "
+                f'shell, e.g. --set "{key.strip()}=[1, 2]"'
+            ) from None
+    return out
+
+
 def typed_flags(args: argparse.Namespace, ignore: Sequence[str] = ()) -> dict[str, Any]:
-    """The flags the user typed (``argparse.SUPPRESS`` defaults), less the command's own."""
-    return {
-        k: v for k, v in vars(args).items() if k not in ("config", "func", "command", *ignore) and not k.startswith("_")
-    }
+    """The flags the user typed (``argparse.SUPPRESS`` defaults), less the command's own, then the
+    ``--set KEY=VALUE`` overrides (the same top layer; given after a flag, ``--set`` wins)."""
+    own = ("config", "func", "command", "overrides", *ignore)
+    typed = {k: v for k, v in vars(args).items() if k not in own and not k.startswith("_")}
+    return typed | parse_overrides(getattr(args, "overrides", None))
+
+
+def user_settings(
+    args: argparse.Namespace, presets: Presets = None, ignore: Sequence[str] = (), missing: str | None = None
+) -> dict[str, Any]:
+    """What the user gave on the command line: ``--config`` (a file or a preset name), overlaid
+    by typed flags and ``--set``. Flags named in ``ignore`` belong to the command itself."""
+    return config_layer(getattr(args, "config", None), presets, missing) | typed_flags(args, ignore)
 
 
 def resolve_config(
     cls: type[T],
     args: argparse.Namespace,
-    presets: dict[str, dict[str, Any]] | None = None,
-    defaults: dict[str, Any] | None = None,
+    presets: Presets = None,
+    defaults: Mapping[str, Any] | None = None,
     ignore: tuple[str, ...] = (),
 ) -> T:
     """``cls`` from its defaults, then command ``defaults``, then ``--config`` (a file or a
-    preset name), then typed flags. Flags named in ``ignore`` belong to the command itself."""
-    return build_settings(
-        cls, [defaults or {}, config_layer(getattr(args, "config", None), presets), typed_flags(args, ignore)]
-    )
+    preset name), then typed flags and ``--set``. Flags named in ``ignore`` belong to the command."""
+    return build_settings(cls, [defaults or {}, user_settings(args, presets, ignore)])
 
 
 def split_list(value: Any) -> list[Any]:

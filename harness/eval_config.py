@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from harness.backends.registry import backend_names, separate_engine
 from harness.config import split_list
 from harness.errors import UserError
 from harness.run_config import Role, require, scored_settings, setting
+from harness.run_dir import default_run_path
 from sandbox.math.policy import PRESETS as MATH_PRESETS
 
 BACKENDS = backend_names()
@@ -25,8 +25,6 @@ class EvalConfig:
     """One evaluation: model x benchmarks under one protocol (template, sampling, backend).
     ``protocol`` settings are the ones the protocol fingerprint hashes (``harness.fingerprint``);
     ``not scored`` ones are left out of the summary's config and may change when a run resumes."""
-
-    RESUME_REFUSAL = "{run_dir} holds a run with other settings ({changes}); pass a new --out"
 
     model: str | None = setting(
         None,
@@ -283,9 +281,7 @@ class EvalConfig:
             for b in self.benchmarks
         )
         parts = [model, Path(self.template).stem, names, f"n{self.n}", f"t{self.temperature:g}"]
-        if self.limit:
-            parts.append(f"limit{self.limit}")
-        return Path("results") / re.sub(r"[^A-Za-z0-9_.+=-]+", "_", "-".join(parts))
+        return default_run_path(*parts, *([f"limit{self.limit}"] if self.limit else []))
 
     def scored_settings(self) -> dict[str, Any]:
         return scored_settings(self)

@@ -24,11 +24,10 @@ from harness.errors import UserError, note_kept
 from harness.eval_config import EvalConfig
 from harness.fingerprint import fingerprints, hardware, protocol_fields, versions
 from harness.grading import EvalGrader
-from harness.paths import output_dir
 from harness.progress import EvalProgress
 from harness.ray_eval import RayEngines
-from harness.results import CONFIG, PARTIAL, SAMPLES, SUMMARY, SampleLog, read_samples, rewrite_samples, write_json
-from harness.run_config import check_resume, save_config
+from harness.results import CONFIG, SAMPLES, SUMMARY, SampleLog, read_samples, rewrite_samples, write_json
+from harness.run_dir import RunDir, holds_file
 from harness.sample_sink import GradingSink
 from harness.summary import benchmark_metrics, format_table
 from harness.templates import Prompt, Template, load_template, pick_shots, render
@@ -133,16 +132,17 @@ def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
         cfg.model = EMBEDDED_NAME  # recorded by name, so config.yaml says what ran
     template = load_template(cfg.template, cfg.shots)
     runs = select_benchmarks(cfg, template)
-    run_dir = check_run_dir(cfg.run_dir(), "--out" if cfg.out else "the run directory")
-    check_resume(run_dir, cfg)
+    run = eval_run_dir(cfg)
+    run.open(cfg, create=False)
+    run_dir = run.path
     device = backend.preflight(cfg) if engine is None else None
     for warning in cfg.warnings(device):
         print(f"warning: {warning}", file=sys.stderr)
     model = resolve_run_model(cfg)
-    made = _Made(run_dir)
+    made = _Made(run)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir)
+        run.save_config(cfg)
         summary = _evaluate(cfg, runs, template, model, run_dir, engine, started)
     except BaseException as exc:
         kept = made.clean_up(exc)
@@ -155,18 +155,24 @@ def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
                 + (f" ({run_dir} removed)" if made.new_dir and not run_dir.exists() else ""),
             )
         raise
-    (run_dir / PARTIAL).unlink(missing_ok=True)
+    run.finish()
     write_json(run_dir / SUMMARY, summary)
     return summary
+
+
+def eval_run_dir(cfg: EvalConfig) -> RunDir:
+    """An evaluation's run directory: its work is the samples written."""
+    return RunDir(cfg.run_dir(), holds_file(SAMPLES), "samples")
 
 
 class _Made:
     """What ``run_eval`` created, so a run that fails before its first sample removes it."""
 
-    def __init__(self, run_dir: Path):
-        self.run_dir = run_dir
-        self.new_dir = not run_dir.exists()
-        self.new_config = not (run_dir / CONFIG).exists()
+    def __init__(self, run: RunDir):
+        self.run = run
+        self.run_dir = run.path
+        self.new_dir = not run.path.exists()
+        self.new_config = not (run.path / CONFIG).exists()
 
     def clean_up(self, exc: BaseException) -> int:
         """Remove what this run made if it holds no samples; else mark the run partial. Returns
@@ -174,15 +180,8 @@ class _Made:
         kept = len(read_samples(self.run_dir)) if self.run_dir.is_dir() else 0
         if kept:
             reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
-            write_json(
-                self.run_dir / PARTIAL,
-                {
-                    "status": "partial",
-                    "reason": reason.splitlines()[0][:300] if reason else type(exc).__name__,
-                    "samples": kept,
-                    "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "resume": "run the same `rlvr eval` command again: finished samples are kept",
-                },
+            self.run.mark_partial(
+                reason or type(exc).__name__, kept, "run the same `rlvr eval` command again: finished samples are kept"
             )
             return kept
         for name in ([CONFIG] if self.new_config else []) + [SAMPLES]:
@@ -195,18 +194,6 @@ class _Made:
             except OSError:
                 pass
         return 0
-
-
-def check_run_dir(run_dir: Path, flag: str) -> Path:
-    """The run directory must be a directory (or creatable) and, if it holds files, a run's."""
-    output_dir(run_dir, flag)
-    if run_dir.is_dir() and not (run_dir / CONFIG).exists() and not (run_dir / SAMPLES).exists():
-        others = sorted(p.name for p in run_dir.iterdir())[:3]
-        if others:
-            raise UserError(
-                f"{flag} {run_dir} holds other files ({', '.join(others)}) and no run; pass a new or empty directory"
-            )
-    return run_dir
 
 
 def _evaluate(

@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from harness.errors import UserError
 from harness.report_format import flatten
+from harness.run_dir import CONFIG_FILE, PARTIAL_FILE
 
 if TYPE_CHECKING:
     import pandas
 
-CONFIG = "config.yaml"
+#: the run directory's files (``harness.run_dir`` names config.yaml and the partial marker)
+CONFIG, PARTIAL = CONFIG_FILE, PARTIAL_FILE
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
-#: marks a run whose last `rlvr eval` stopped early (interrupted or failed) with samples kept
-PARTIAL = "partial.json"
 
 
 def read_samples(run_dir: Path, repair: bool = False) -> list[dict[str, Any]]:

@@ -4,8 +4,8 @@ A config is a dataclass whose fields are made by ``setting(default, help=..., ro
 field's metadata carries its help text and its ``Role`` (does it change results? may it change
 when a run resumes?), and everything else is derived from it: the command-line flags and their
 ``--help`` (``add_setting_flags``), the settings list of ``rlvr train ALGO --help``
-(``settings_help``), the saved ``config.yaml`` (``save_config``) and the one resume check
-(``check_resume``), so no list of field names elsewhere has to agree with the fields.
+(``settings_help``), and through it the saved ``config.yaml`` and the one resume check
+(``harness.run_dir``), so no list of field names elsewhere has to agree with the fields.
 Reading values (YAML files, layering, type coercion) is ``harness.config``'s job.
 """
 
@@ -19,16 +19,11 @@ import textwrap
 import types
 import typing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
-from harness.config import read_yaml
 from harness.errors import UserError
-
-#: the file a run directory keeps its resolved settings in
-CONFIG_FILE = "config.yaml"
 
 
 class Role(enum.Enum):
@@ -127,58 +122,6 @@ def require(checks: Iterable[tuple[bool, str]], prefix: str = "") -> None:
             raise UserError(f"{prefix}{message}")
 
 
-# ---- config.yaml and resuming -----------------------------------------------------------------
-def save_config(config: Any, run_dir: Path) -> None:
-    """Write the fully resolved config (what actually ran) to ``run_dir/config.yaml``, in field order."""
-    text = yaml.safe_dump(dataclasses.asdict(config), sort_keys=False, allow_unicode=True)
-    (Path(run_dir) / CONFIG_FILE).write_text(text, encoding="utf-8")
-
-
-def saved_config(run_dir: Path) -> dict[str, Any] | None:
-    """The settings saved in ``run_dir/config.yaml`` as written, or None when there is none."""
-    path = Path(run_dir) / CONFIG_FILE
-    return read_yaml(path) if path.is_file() else None
-
-
-def _changed(saved: Mapping[str, Any], config: Any) -> list[str]:
-    # A field the saved file lacks did not exist when that run started: it counts as null, not as
-    # today's default, which the old code need not have followed.
-    current = dataclasses.asdict(config)
-    return sorted(k for k, v in current.items() if not meaning(config, k).role.resumable and saved.get(k) != v)
-
-
-def changed_settings(run_dir: Path, config: Any) -> list[str]:
-    """Sorted names of the settings whose role refuses a resume and whose value differs from the
-    config saved in ``run_dir`` (a field the saved file lacks counts as null); none without one."""
-    saved = saved_config(run_dir)
-    return [] if saved is None else _changed(saved, config)
-
-
-def check_resume(run_dir: Path, config: Any, *, saved_required: bool = False) -> None:
-    """Refuse, in one line naming the fields, to continue ``run_dir`` under settings that change
-    results. The wording is the config class's ``RESUME_REFUSAL``, formatted with ``run_dir``,
-    ``names`` (every changed field) and ``changes`` (the first four as ``name: old -> new``, then
-    the names of the rest).
-    ``saved_required``: a run that has already trained (checkpoints, a journal) but lost its
-    ``config.yaml`` cannot be matched to settings, so it is refused rather than trusted."""
-    saved = saved_config(run_dir)
-    if saved is None and saved_required:
-        raise UserError(
-            f"{run_dir} holds a run but no config.yaml, so its settings cannot be checked; "
-            "restore its config.yaml or use a new --out"
-        )
-    names = [] if saved is None else _changed(saved, config)
-    if not names:
-        return
-    shown = [
-        f"{k}: {saved[k]!r} -> {getattr(config, k)!r}" if k in saved else f"{k}: unset -> {getattr(config, k)!r}"
-        for k in names[:4]
-    ]
-    more = f"; {len(names) - 4} more: {', '.join(names[4:])}" if len(names) > 4 else ""
-    changes = ", ".join(shown) + more
-    raise UserError(type(config).RESUME_REFUSAL.format(run_dir=run_dir, names=", ".join(names), changes=changes))
-
-
 # ---- the command line ------------------------------------------------------------------------
 def shown(value: Any) -> str:
     """A value as it is typed after ``--set KEY=`` or in a YAML file."""
@@ -213,19 +156,27 @@ def _default_text(cls: Any, name: str, shown_defaults: Mapping[str, str]) -> str
     return None
 
 
+def _list_value(text: str) -> Any:
+    """A list flag's value: YAML when it starts with ``[`` (``[{name: a}, ...]``), else the text,
+    which the config reads as comma-separated (``--top-k 1,50``)."""
+    return yaml.safe_load(text) if text.lstrip().startswith("[") else text
+
+
 def add_setting_flags(
     parser: argparse.ArgumentParser,
     cls: type,
-    groups: Sequence[str],
+    groups: Sequence[str] | None = None,
     exclude: Sequence[str] = (),
     shown_defaults: Mapping[str, str] | None = None,
 ) -> None:
     """One flag per field of ``cls`` (less ``exclude``), under argument groups in ``groups``
-    order. Every flag defaults to ``argparse.SUPPRESS``, so only the flags the user typed
-    override a YAML config (``harness.config.typed_flags``). The help is the field's, with its
-    default (``shown_defaults`` when a command's own defaults differ) and a not-scored mark."""
+    order (default: the fields' own, in field order). Every flag defaults to ``argparse.SUPPRESS``,
+    so only the flags the user typed override a YAML config (``harness.config.typed_flags``). The
+    help is the field's, with its default (``shown_defaults`` when a command's own defaults differ)
+    and a not-scored mark. A boolean that defaults to true also gets its ``--no-`` flag."""
     hints = typing.get_type_hints(cls)
     shown_defaults = shown_defaults or {}
+    groups = groups or list(dict.fromkeys(meaning(cls, name).group for name in fields_in(cls)))
     sections = {name: parser.add_argument_group(name) for name in groups}
     for name in fields_in(cls):
         if name in exclude:
@@ -234,24 +185,43 @@ def add_setting_flags(
         kind = _plain(hints[name])
         kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS}
         if kind is bool:
-            kwargs["action"] = "store_true"
+            on = cls.__dataclass_fields__[name].default is True
+            kwargs["action"] = argparse.BooleanOptionalAction if on else "store_true"
         elif kind in (int, float):
             kwargs["type"] = kind
         elif kind is dict or typing.get_origin(kind) is dict:
             kwargs["type"] = json.loads
+        elif kind is list or typing.get_origin(kind) is list:
+            kwargs["type"] = _list_value
         if about.choices:
             kwargs["choices"] = list(about.choices)
         kwargs.update(about.cli)
         text = about.help
-        default = (
-            None if kwargs.get("action") in ("store_true", "store_false") else _default_text(cls, name, shown_defaults)
-        )
+        switch = kwargs.get("action") in ("store_true", "store_false", argparse.BooleanOptionalAction)
+        default = None if switch else _default_text(cls, name, shown_defaults)
         if default is not None:
             text += f" (default: {default})"
+        if kwargs.get("action") is argparse.BooleanOptionalAction:
+            text += " (default: on)"
         if not about.role.scored:
             text += " [not scored]"
         kwargs["help"] = text.replace("%", "%%")
         sections[about.group].add_argument(about.flag or "--" + name.replace("_", "-"), **kwargs)
+
+
+def add_config_flags(parser: argparse.ArgumentParser, config_help: str) -> None:
+    """``--config`` and ``--set KEY=VALUE``, the two layers every command that runs something
+    takes beside its typed flags (``harness.config.resolve_config`` reads them)."""
+    group = parser.add_argument_group("configuration")
+    group.add_argument("--config", default=argparse.SUPPRESS, help=config_help)
+    group.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="KEY=VALUE",
+        help="override one setting, the value read as YAML (repeatable; a setting's flag says the same)",
+    )
 
 
 def settings_help(cls: type, defaults: Mapping[str, Any], marked: Sequence[str] = (), width: int = 100) -> str:

@@ -6,10 +6,10 @@ from eval_helpers import rlvr
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.config import build_settings, coerce_settings, read_yaml
+from harness.config import build_settings, coerce_settings, parse_overrides, read_yaml
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
-from trainers.config import TrainConfig, build_config, parse_overrides
+from trainers.config import TrainConfig, build_config
 from trainers.es_config import ESConfig, build_es_config
 
 

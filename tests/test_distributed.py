@@ -61,7 +61,7 @@ def _torchrun(
     sets = [a for key, value in settings.items() for a in ("--set", f"{key}={value}")]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
     command = command[:1] if nproc is None else command
-    command += ["-m", "harness.cli", "train", algorithm, "--config", "cpu-demo", "--model", model]
+    command += ["-m", "cli", "train", algorithm, "--config", "cpu-demo", "--model", model]
     command += ["--out", str(out), "--max-steps", str(STEPS), "--no-progress", *sets] + ["--resume"] * resume
     return subprocess.run(
         command,

@@ -381,7 +381,7 @@ def test_the_readme_equal_budget_command_resolves_to_the_papers_sigmas_and_the_1
 
     from doc_pages import doc_text
 
-    from trainers.config import parse_overrides
+    from harness.config import parse_overrides
     from trainers.es_loop import load_splits
 
     text = doc_text()

@@ -82,7 +82,7 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2_before_announcing():
     port = holder.getsockname()[1]
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "harness.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "cli", "serve", "--port", str(port)],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -56,7 +56,7 @@ def test_length_histogram_counts_responses_in_whole_numbers(tmp_path):
 
 
 def test_plan_says_where_a_papers_training_file_comes_from(capsys):
-    from harness.cli import main
+    from cli.main import main
 
     assert main(["train", "drgrpo", "--config", "paper", "--plan"]) == 0
     out = capsys.readouterr().out

@@ -8,7 +8,7 @@ import shlex
 import pytest
 from doc_pages import doc_text, fenced_blocks
 
-from harness.cli import build_parser
+from cli.main import build_parser
 from harness.config import resolve_config
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
@@ -304,7 +304,7 @@ def workspace(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("command", SHELL_RUN)
 def test_readme_shell_line_runs_here(command, workspace, capsys):
-    from harness.cli import main
+    from cli.main import main
 
     code = main(_argv(command))
     out, err = capsys.readouterr()

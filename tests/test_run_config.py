@@ -7,10 +7,11 @@ import re
 
 import pytest
 
-from harness.cli import build_parser
+from cli.main import build_parser
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
-from harness.run_config import Role, changed_settings, check_resume, fields_in, meaning, save_config, shown
+from harness.run_config import Role, fields_in, meaning, shown
+from harness.run_dir import changed_settings, check_resume, save_config
 from trainers.config import ALGORITHMS, TrainConfig, algorithm_module, build_config
 from trainers.es_config import ESConfig, build_es_config
 
@@ -86,20 +87,22 @@ def test_eval_flags_are_the_fields():
             lambda **kw: build_config("drgrpo", "cpu-demo", kw),
             {"max_steps": 7, "save_every": 2, "out": "elsewhere"},
             {"lr": 1e-5},
-            "--resume with other settings than {run_dir} (lr: 2e-05 -> 1e-05); keep its config.yaml or use a new --out",
+            "{run_dir} holds a run with other settings (lr: 2e-05 -> 1e-05); rerun with its config.yaml or pass a new "
+            "--out",
         ),
         (
             lambda **kw: build_es_config("corp", "cpu-demo", kw),
             {"workers": 2, "noise_cache_gb": 3.0},
             {"population": 9},
-            "{run_dir} was run with other settings (population: 8 -> 9); resume with its config.yaml or use a new "
+            "{run_dir} holds a run with other settings (population: 8 -> 9); rerun with its config.yaml or pass a new "
             "--out",
         ),
         (
             lambda **kw: EvalConfig(benchmarks="arith", **kw),
             {"limit": 3, "batch_size": 2, "pass_k": "1"},
             {"temperature": 0.5},
-            "{run_dir} holds a run with other settings (temperature: 0.0 -> 0.5); pass a new --out",
+            "{run_dir} holds a run with other settings (temperature: 0.0 -> 0.5); rerun with its config.yaml or pass "
+            "a new --out",
         ),
     ],
     ids=["train", "population", "eval"],

@@ -337,7 +337,7 @@ def test_auth_limits_and_backpressure():
 
 def test_binding_beyond_loopback_requires_a_token():
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "serve", "--host", "0.0.0.0", "--port", "8799"],
+        [sys.executable, "-m", "cli", "serve", "--host", "0.0.0.0", "--port", "8799"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -352,7 +352,7 @@ def test_binding_beyond_loopback_requires_a_token():
 )
 def test_bad_limit_caps_are_one_line_errors(cap, words):
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "serve", "--port", "8798", "--limit-cap", cap],
+        [sys.executable, "-m", "cli", "serve", "--port", "8798", "--limit-cap", cap],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from harness.cli import main
+from cli.main import main
 from harness.errors import UserError
 from trainers.config import ALGORITHMS, build_config, preset_names
 from trainers.plan import device_estimate, format_plan, parameter_count, params_from_config, training_plan

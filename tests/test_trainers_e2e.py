@@ -240,7 +240,7 @@ def test_user_errors(tmp_path):
 
 
 def test_run_directory_matches_saved_settings(tmp_path):
-    from harness.run_config import changed_settings, save_config
+    from harness.run_dir import changed_settings, save_config
 
     cfg = build_config("drgrpo", "cpu-demo", {"out": str(tmp_path / "a")})
     assert changed_settings(tmp_path, cfg) == []  # nothing saved, nothing to compare

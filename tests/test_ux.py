@@ -14,7 +14,7 @@ import time
 import pytest
 from ux_helpers import make_run
 
-from harness.cli import build_parser, main
+from cli.main import build_parser, main
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
 
@@ -185,7 +185,7 @@ def test_file_system_errors_are_one_line(capsys, monkeypatch):
 
     parser = build_parser()
     parser._subparsers._group_actions[0].choices["benchmarks"].set_defaults(func=denied)
-    monkeypatch.setattr("harness.cli.build_parser", lambda: parser)
+    monkeypatch.setattr("cli.main.build_parser", lambda: parser)
     code, _, err = cli(capsys, "benchmarks")
     one_line_error(code, err, "/somewhere/out: Permission denied")
 
@@ -284,7 +284,7 @@ def test_ctrl_c_before_the_first_sample_says_nothing_was_kept(tmp_path, tiny_mod
 def test_the_interrupt_line_says_only_what_the_command_knows_it_kept(capsys, kept):
     import argparse
 
-    from harness.cli import _run
+    from cli.main import _run
     from harness.errors import note_kept
 
     def interrupted(args):
@@ -378,7 +378,7 @@ def test_every_parser_takes_exact_flag_names_only():
         (["eval", "--benchmark", "arith"], "did you mean --benchmarks?", "rlvr eval"),
         (["eval", "--benchmarks", "arith", "--temprature", "0.5"], "did you mean --temperature?", "rlvr eval"),
         (["ablate", "templates", "--limt", "3"], "did you mean --limit?", "rlvr ablate templates"),
-        (["train", "drgrpo", "--max-step", "3"], "did you mean --max-steps?", "rlvr train"),
+        (["train", "drgrpo", "--max-step", "3"], "did you mean --max-steps?", "rlvr train drgrpo"),
         (["grade", "--kind", "math", "--inpt", "x"], "did you mean --input?", "rlvr grade"),
         (["evl"], "unknown command 'evl'; did you mean eval?", "rlvr"),
         (["eval", "--n", "two"], "invalid int value: 'two'", "rlvr eval"),
@@ -581,7 +581,7 @@ def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path):
     args = ["eval", "--model", tiny_model, "--benchmarks", "arith", "--n", "64", "--temperature", "1.0"]
     args += ["--max-tokens", "128", "--batch-size", "1", "--no-progress", "--out", str(out)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -1,7 +1,9 @@
 """``rlvr train <algorithm>``: the reference trainers on the command line.
 
-Registered with the ``rlvr`` entry point through the ``rlvr.commands`` entry-point group, so the
-harness never imports the trainers (dependencies point sandbox <- harness <- trainers).
+Every setting of the algorithm's config is a typed flag (``--lr 1e-5``), generated from its
+fields as ``rlvr eval``'s are, beside ``--config`` (a preset or a YAML file) and ``--set KEY=VALUE``.
+The command line (``cli.main``) imports this module directly; ``rlvr demo`` trains through
+``train_run``.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ EPILOG = """\
 presets (--config NAME): cpu-demo (the embedded model on the procedural `arith` task, on a CPU)
 and paper (each paper's published hyperparameters, for GPU users; drgrpo also paper-r1, the R1
 template rewarded as the original was); or a YAML file whose keys are TrainConfig fields.
---set KEY=VALUE overrides any field (values read as YAML). Each algorithm's --help lists every
-setting with its default and meaning (e.g. rlvr train drgrpo --help).
+Every setting is a flag (--lr 1e-5), and --set KEY=VALUE overrides any field (values read as
+YAML). Each algorithm's --help lists every flag and every setting with its default and meaning
+(e.g. rlvr train drgrpo --help). The same command again continues the run in --out (--resume
+insists on it); a change of a setting that changes results is refused.
 
 examples:
   rlvr train drgrpo --config cpu-demo --out results/drgrpo-demo
@@ -50,8 +54,8 @@ class AlgorithmHelp(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         parser.print_help()
-        algorithm = getattr(namespace, "algorithm", None)
-        if algorithm:
+        algorithm = parser.prog.split()[-1]  # the subparser's own namespace does not hold it yet
+        if algorithm in POLICY_GRADIENT + GRADIENT_FREE:
             print("\n" + settings_text(algorithm))
         parser.exit()
 
@@ -79,6 +83,10 @@ def settings_text(algorithm: str) -> str:
     return textwrap.fill(heading, 100) + "\n" + settings_help(cls, defaults, marked=list(defining))
 
 
+#: the flags of ``rlvr train ALGO`` that are not settings
+OWN = ("algorithm", "resume", "progress", "plan", "json")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
@@ -86,58 +94,55 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Reference trainers; rewards from the sandbox verifiers.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    algorithms = p.add_subparsers(dest="algorithm", metavar="<algorithm>")
+    for algorithm in POLICY_GRADIENT + GRADIENT_FREE:
+        _register_algorithm(algorithms, algorithm)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _register_algorithm(algorithms: argparse._SubParsersAction, algorithm: str) -> None:
+    """``rlvr train ALGO``: a typed flag per setting of ALGO's config, with ALGO's defaults."""
+    from harness.run_config import add_config_flags, add_setting_flags, shown
+    from trainers.config import TrainConfig, algorithm_module
+    from trainers.es_config import ESConfig
+
+    cls, defining = (ESConfig, {}) if algorithm in GRADIENT_FREE else (TrainConfig, algorithm_module(algorithm).DEFINING)
+    a = algorithms.add_parser(
+        algorithm,
+        help=f"train with {algorithm}",
+        description=f"rlvr train {algorithm}: every flag is a setting; --config and --set layer under/over them.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
     )
-    p.add_argument(
-        "-h", "--help", action=AlgorithmHelp, help="show this help; after ALGO also every setting with its default"
-    )
-    p.add_argument("algorithm", choices=POLICY_GRADIENT + GRADIENT_FREE, help="which algorithm")
-    p.add_argument("--config", default=None, help="preset name (cpu-demo, paper; drgrpo: paper-r1) or a YAML file")
-    p.add_argument("--out", default=None, help="run directory (default results/train-<algorithm>)")
-    p.add_argument(
-        "--max-steps", dest="max_steps", type=int, default=None, help="stop after this step (policy-gradient trainers)"
-    )
-    p.add_argument("--population", type=int, default=None, help="RandOpt / CoRP: perturbations in the population")
-    p.add_argument("--model", default=None, help="HF checkpoint dir or hub id (default: the embedded model)")
-    p.add_argument("--seed", type=int, default=None, help="run seed")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field (repeatable)",
-    )
-    p.add_argument(
+    a.add_argument("-h", "--help", action=AlgorithmHelp, help="show this help, then every setting with its default")
+    add_setting_flags(a, cls, exclude=("algorithm",), shown_defaults={k: shown(v) for k, v in defining.items()})
+    add_config_flags(a, "preset name (cpu-demo, paper; drgrpo: paper-r1) or a YAML file; flags and --set override it")
+    run_flags = a.add_argument_group("this run")
+    run_flags.add_argument(
         "--resume",
         action="store_true",
-        help=(
-            "continue the run in --out: policy-gradient trainers from their latest checkpoint,"
-            " RandOpt / CoRP from their generation journal"
-        ),
+        help="insist on continuing the run in --out (the same command continues it anyway): policy-gradient "
+        "trainers from their latest checkpoint, RandOpt / CoRP from their generation journal",
     )
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no per-step progress lines")
-    p.add_argument(
+    run_flags.add_argument("--no-progress", dest="progress", action="store_false", help="no per-step progress lines")
+    run_flags.add_argument(
         "--plan",
         action="store_true",
-        help="print what the run would do (schedule, loss, lr, rewards, precision, a device estimate) and exit; "
-        "loads no model and no data",
+        help="policy-gradient trainers: print what the run would do (schedule, loss, lr, rewards, precision, a "
+        "device estimate) and exit; loads no model and no data",
     )
-    p.add_argument("--json", action="store_true", help="with --plan: print the plan as JSON")
-    p.set_defaults(func=run)
+    run_flags.add_argument("--json", action="store_true", help="with --plan: print the plan as JSON")
+    a.set_defaults(func=run)
 
 
 def resolve(args: argparse.Namespace, check_data: bool = True):
-    """The run's typed config from the preset / YAML file, ``--set`` and flags, every check done
-    (before any model is loaded; ``check_data=False`` lets local data files be absent)."""
-    from trainers.config import parse_overrides
+    """The run's typed config from the preset / YAML file, typed flags and ``--set``, every check
+    done (before any model is loaded; ``check_data=False`` lets local data files be absent)."""
+    from harness.config import typed_flags
 
-    overrides = parse_overrides(args.overrides)
-    for key in ("out", "max_steps", "model", "seed", "population"):
-        value = getattr(args, key)
-        if value is not None:
-            overrides[key] = value
-    return configure(args.algorithm, args.config, overrides, check_data)
+    return configure(args.algorithm, getattr(args, "config", None), typed_flags(args, OWN), check_data)
 
 
 def configure(algorithm: str, config: str | None, overrides: dict[str, Any], check_data: bool = True):
@@ -165,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
 
         from trainers.plan import format_plan, training_plan
 
-        plan = training_plan(resolve(args, check_data=False), args.config)
+        plan = training_plan(resolve(args, check_data=False), getattr(args, "config", None))
         print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
         return 0
     train(args.algorithm, resolve(args), args.resume, args.progress)

@@ -14,6 +14,7 @@ from typing import Any
 from harness.errors import UserError
 from harness.eval_config import EMBEDDED_MODEL
 from harness.run_config import Role, require, setting
+from harness.run_dir import default_run_path
 from trainers.config_checks import check_plateau_reading, check_sources, check_stages
 from trainers.memory_settings import MemorySettings
 from trainers.rule_help import advantage_help, aggregation_help, policy_loss_help
@@ -41,8 +42,6 @@ class TrainConfig(MemorySettings):
     """A run of one algorithm. Stages: a list of ``{name, sources, until_step | plateau_window}``
     (every key: ``trainers.curriculum.STAGE_KEYS``; a plateau may read a fixed probe).
     ``protocol`` settings are the objective: every key of an algorithm's ``DEFINING`` is one."""
-
-    RESUME_REFUSAL = "--resume with other settings than {run_dir} ({changes}); keep its config.yaml or use a new --out"
 
     algorithm: str = setting("drgrpo", help="the algorithm (rlvr train ALGO sets it)", role=P, group=DATA)
     model: str | None = setting(
@@ -274,6 +273,10 @@ class TrainConfig(MemorySettings):
         shown_default="results/train-<algorithm>",
     )
 
+    def run_dir(self) -> Path:
+        """``out``, else ``results/train-<algorithm>`` (``harness.run_dir``)."""
+        return Path(self.out) if self.out else default_run_path("train", self.algorithm)
+
     def validate(self, check_data: bool = True) -> None:
         """Every check that needs no model: run before anything is loaded (``check_data=False``:
         local data files may be absent, as for ``--plan``)."""
@@ -373,41 +376,15 @@ def load_preset(algorithm: str, name: str) -> dict[str, Any] | None:
     return yaml.safe_load(resource.read_text(encoding="utf-8")) or {}
 
 
-def parse_overrides(pairs: list[str]) -> dict[str, Any]:
-    """``--set key=value`` pairs, values read as YAML (numbers, lists, booleans)."""
-    import yaml
-
-    out = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise UserError(f"--set {pair!r} is not KEY=VALUE (e.g. --set lr=2e-5)")
-        key, value = pair.split("=", 1)
-        try:
-            out[key.strip().replace("-", "_")] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise UserError(
-                f"--set {key.strip()}: the value is not valid YAML ({getattr(exc, 'problem', exc)}); quote it in the "
-                "shell, e.g. "
-                f'--set "{key.strip()}=[1, 2]"'
-            ) from None
-    return out
-
-
 def layered_settings(
     cls: type, algorithm: str, config: str | None, defaults: dict[str, Any], overrides: dict[str, Any], label: str
 ):
     """``cls`` from defaults < preset or YAML file < overrides (typed, unknown keys refused in
     one line), shared by the policy-gradient and the gradient-free configs."""
-    from harness.config import build_settings, read_yaml
+    from harness.config import build_settings, config_layer
 
-    layer: dict[str, Any] = {}
-    if config:
-        preset = load_preset(algorithm, config)
-        if preset is None and not Path(config).exists():
-            raise UserError(
-                f"no preset {config!r} for {algorithm} (shipped: {', '.join(preset_names(algorithm))}) and no such file"
-            )
-        layer = preset if preset is not None else read_yaml(config)
+    missing = f"no preset {config!r} for {algorithm} (shipped: {', '.join(preset_names(algorithm))}) and no such file"
+    layer = config_layer(config, lambda name: load_preset(algorithm, name), missing)
     return build_settings(cls, [defaults, layer, overrides, {"algorithm": algorithm}], label)
 
 

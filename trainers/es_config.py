@@ -8,11 +8,13 @@ a YAML file < ``--set key=value`` and ``--population N``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
 from harness.eval_config import EMBEDDED_MODEL
 from harness.run_config import Role, require, setting
+from harness.run_dir import default_run_path
 
 ES_ALGORITHMS = ("randopt", "corp")
 LOW_RANK_SCALES = ("authors", "trace")
@@ -46,8 +48,6 @@ class ESConfig:
     split cannot tell from noise are all rejected. ``holdout_gate_stages: []`` (with
     ``holdout_size: 0``) is the authors' release: Stage 1 applied unconditionally, Stage 2
     gated only on data it was partly chosen on."""
-
-    RESUME_REFUSAL = "{run_dir} was run with other settings ({changes}); resume with its config.yaml or use a new --out"
 
     algorithm: str = setting("corp", help="randopt or corp (rlvr train ALGO sets it)", role=P, group=DATA)
     model: str | None = setting(
@@ -262,6 +262,10 @@ class ESConfig:
         group=RUN,
         shown_default="results/train-<algorithm>",
     )
+
+    def run_dir(self) -> Path:
+        """``out``, else ``results/train-<algorithm>`` (``harness.run_dir``)."""
+        return Path(self.out) if self.out else default_run_path("train", self.algorithm)
 
     def validate(self) -> None:
         """Every check that needs no model: run before anything is loaded."""

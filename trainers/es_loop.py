@@ -22,7 +22,7 @@ import numpy as np
 from harness.benchmarks.problems import Problem
 from harness.errors import UserError
 from harness.metrics import bootstrap_mean, paired_difference
-from harness.run_config import check_resume, save_config
+from harness.run_dir import RunDir, holds_file
 from trainers.corp_ops import best_sigma, draw_population, split_half_overlap
 from trainers.es_config import ESConfig
 from trainers.generation_journal import GenerationJournal
@@ -142,18 +142,14 @@ class ESLog:
         self.log.close()
 
 
-def prepare_run(cfg: ESConfig, resume: bool) -> Path:
-    """The run directory. ``resume`` continues a killed run of exactly this config from its
-    generation journal (``trainers.generation_journal``); without it a used directory is refused."""
-    out = Path(cfg.out or f"results/train-{cfg.algorithm}")
-    used = (out / "train_log.jsonl").exists()
-    if used and not resume:
-        raise UserError(f"{out} already holds a run; choose a new --out or pass --resume to continue it")
-    if used:
-        check_resume(out, cfg, saved_required=True)
-    out.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, out)
-    return out
+def prepare_run(cfg: ESConfig, resume: bool) -> tuple[Path, bool]:
+    """The run directory and whether it holds a run to continue, under the one resume rule
+    (``harness.run_dir``): such a run continues from its generation journal
+    (``trainers.generation_journal``)."""
+    run = RunDir(cfg.run_dir(), holds_file("train_log.jsonl"), "run")
+    continuing = run.open(cfg, resume)
+    run.save_config(cfg)
+    return run.path, continuing
 
 
 def progress(message: str, enabled: bool) -> None:
@@ -271,7 +267,7 @@ def run_search(cfg: ESConfig, search: PopulationSearch, resume: bool = False, sh
     from harness.benchmarks.sources import source_instructions
     from harness.models import resolve_model
 
-    out = prepare_run(cfg, resume)
+    out, continuing = prepare_run(cfg, resume)
     model_path, model_name = resolve_model(cfg.model)
     splits = load_splits(cfg)
     instructions = source_instructions((cfg.train_source, cfg.test_source))
@@ -288,7 +284,7 @@ def run_search(cfg: ESConfig, search: PopulationSearch, resume: bool = False, sh
         cfg.device,
         cfg.backend,
     )
-    scorer.journal = journal = GenerationJournal(out, keep=resume)
+    scorer.journal = journal = GenerationJournal(out, keep=continuing)
     if journal.entries:
         progress(f"resuming {out}: {len(journal.entries)} scored specs in its generation journal", show_progress)
     log = ESLog(out, dataclasses.asdict(cfg))

@@ -22,7 +22,7 @@ from harness.benchmarks.problems import with_math_policy
 from harness.benchmarks.sources import resolve_source, source_instructions
 from harness.errors import UserError, note_kept
 from harness.grading import EvalGrader
-from harness.run_config import check_resume, save_config
+from harness.run_dir import RunDir
 from harness.templates import load_template
 from sandbox.verdict import UNVERIFIABLE_REASONS
 from trainers import checkpoint_retention, distributed, distributed_checkpoint
@@ -44,18 +44,11 @@ def stage_pool(stage: Stage, math_policy: str | None = None) -> list:
     return with_math_policy([p for source in stage.sources for p in resolve_source(source).problems], math_policy)
 
 
-def _prepare_out(cfg: TrainConfig, out: Path, resume: bool) -> Path | None:
-    """The checkpoint to resume from (None for a fresh run); refuses to mix runs."""
-    checkpoint = latest_checkpoint(out) if out.exists() else None
-    if resume:
-        if checkpoint is None:
-            raise UserError(f"--resume: no checkpoint in {out}; start without --resume")
-        check_resume(out, cfg, saved_required=True)
-        return checkpoint
-    if checkpoint is not None:
-        raise UserError(f"{out} already holds checkpoints; pass --resume to continue it or a new --out")
-    out.mkdir(parents=True, exist_ok=True)
-    return None
+def _prepare_out(cfg: TrainConfig, resume: bool) -> tuple[RunDir, Path | None]:
+    """The run directory and the checkpoint to continue from (None: a fresh run), under the one
+    resume rule (``harness.run_dir``): the same command continues the run it holds."""
+    run = RunDir(cfg.run_dir(), lambda path: latest_checkpoint(path) is not None, "checkpoint")
+    return run, latest_checkpoint(run.path) if run.open(cfg, resume) else None
 
 
 def _seed_everything(seed: int) -> None:
@@ -143,13 +136,13 @@ def read_probe(cfg: TrainConfig, worker: RolloutWorker, probe: list, step: int) 
 def run_training(cfg: TrainConfig, resume: bool = False, progress: bool = True) -> Path:
     from harness.models import resolve_model
 
-    out = Path(cfg.out or f"results/train-{cfg.algorithm}")
     ctx, main = distributed.context(), distributed.is_main()  # ctx: under torchrun (trainers/distributed.py)
-    checkpoint = _prepare_out(cfg, out, resume)
+    run, checkpoint = _prepare_out(cfg, resume)
+    out = run.path
     if ctx:
         ctx.barrier()  # every rank has read the run directory before rank 0 writes to it
     if main:
-        save_config(cfg, out)
+        run.save_config(cfg)
         warn_overlap(cfg)
     changes = overridden_defining(cfg.algorithm, cfg) + changed_original_reward(cfg.algorithm, cfg)
     for change in changes if main else []:

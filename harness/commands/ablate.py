@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 
 from harness.commands.options import add_eval_flags
-from harness.config import resolve_config, split_list
+from harness.config import build_settings, split_list, user_settings
 from harness.errors import UserError
 from harness.eval_config import EvalConfig
 
-OWN = ("ablation", "templates", "results", "name", "compare_model")
+OWN = ("ablation", "templates", "results", "name", "compare_model")  # the command's own flags
 #: settings the ablations choose themselves (no flags)
 OWN_SETTINGS = ("template", "out")
 #: what ``default_backend`` picks, as the help says it
@@ -99,18 +99,18 @@ def default_backend() -> str:
 def run(args: argparse.Namespace) -> int:
     from harness.ablations import ablate_prior, ablate_templates
 
-    models = split_list(getattr(args, "model", None)) or [None]
-    args_model = getattr(args, "model", None)
-    if args_model is not None:
-        del args.model
-    defaults = {"benchmarks": None, "backend": getattr(args, "backend", None) or default_backend()}
+    given = user_settings(args, ignore=OWN)
+    chosen = sorted(set(OWN_SETTINGS) & set(given))
+    if chosen:
+        raise UserError(
+            f"ablations choose {' and '.join(chosen)} themselves (a --config or --set gave it): use --templates and "
+            "--results/--name"
+        )
+    models = split_list(given.pop("model", None)) or [None]
+    defaults = {"benchmarks": None, "backend": given.get("backend") or default_backend()}
     if args.ablation == "prior":
         defaults.update(n=8, temperature=0.6)
-    base = resolve_config(EvalConfig, args, defaults=defaults, ignore=OWN)
-    if base.template != "qwen_math" or base.out:
-        raise UserError(
-            "ablations choose the template and output folders themselves: use --templates and --results/--name"
-        )
+    base = build_settings(EvalConfig, [defaults, given])
     templates = split_list(args.templates)
     if args.ablation == "templates":
         result = ablate_templates(base, models, templates, Path(args.results), args.name)

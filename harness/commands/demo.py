@@ -19,6 +19,7 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any, Callable, Dict, Optional
 
 #: Parts 2 and 3 decode greedily; part 4 measures what RL changes, the policy's own samples
 #: (n = 4 at temperature 0.7, as benchmarks/learn_cpu.py), before and after on the same problems.
@@ -36,7 +37,13 @@ TRAINING = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+#: ``rlvr train`` without a command line: (algorithm, preset, settings) -> the run directory
+Trainer = Callable[[str, Optional[str], Dict[str, Any]], Optional[Path]]
+
+
+def register(sub: argparse._SubParsersAction, trainer: Trainer | None = None) -> None:
+    """``trainer``: what part 4 trains with (the command line passes the trainers' ``train_run``;
+    without one, part 4 prints the command instead)."""
     p = sub.add_parser(
         "demo",
         help="run the main jobs on the embedded model and print what they show",
@@ -52,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--steps", type=int, default=8, help="Dr. GRPO steps in part 4 (default 8)")
     p.add_argument("--grading-only", action="store_true", help="only part 1 (no model)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, trainer=trainer)
 
 
 def _cell(text: str | None, width: int) -> str:
@@ -72,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     results = Path(args.results)
     embedded_tasks(results, args.limit)
     template_ablation(results, args.limit)
-    policy_gradient(results, max(1, args.limit * 4 // 5), args.steps)
+    policy_gradient(results, max(1, args.limit * 4 // 5), args.steps, args.trainer)
     from harness.leaderboard.build import build_leaderboard
 
     board = results / "leaderboard"
@@ -145,9 +152,8 @@ def template_ablation(results: Path, limit: int) -> None:
     )
 
 
-def policy_gradient(results: Path, limit: int, steps: int) -> None:
+def policy_gradient(results: Path, limit: int, steps: int, train: Trainer | None) -> None:
     from harness.comparison import compare_runs
-    from harness.plugins import trainer
     from harness.report_format import percent_ci
 
     print(
@@ -163,7 +169,6 @@ def policy_gradient(results: Path, limit: int, steps: int) -> None:
     )
     final = out / f"checkpoint-{steps:06d}"
     if not final.exists():
-        train = trainer()
         if train is None:
             print(f"`rlvr train` is not installed here (the trainers package); the step is: {command}")
             return
@@ -171,7 +176,7 @@ def policy_gradient(results: Path, limit: int, steps: int) -> None:
             import shutil
 
             shutil.rmtree(out)  # an unfinished demo run without optimizer state cannot resume: start it again
-        train.train_run("drgrpo", "cpu-demo", {**flags, **TRAINING})
+        train("drgrpo", "cpu-demo", {**flags, **TRAINING})
     after = results / "drgrpo-chat-arith-sampled"
     summary = _eval(str(final), "arith", limit, after, **SAMPLED)
     report = compare_runs(before, after)["benchmarks"]["arith"]

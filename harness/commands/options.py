@@ -6,7 +6,7 @@ import argparse
 from typing import Any, Mapping, Sequence
 
 from harness.eval_config import EvalConfig
-from harness.run_config import add_setting_flags
+from harness.run_config import add_config_flags, add_setting_flags
 
 #: ``EvalConfig``'s flag groups, in the order ``--help`` lists them
 EVAL_GROUPS = ("protocol", "backend", "grading and data", "run")
@@ -21,10 +21,6 @@ def add_eval_flags(
     parser: argparse.ArgumentParser, exclude: Sequence[str] = (), shown_defaults: Mapping[str, str] | None = None
 ) -> None:
     """Every ``EvalConfig`` setting as a flag (``rlvr eval`` and the ablations, which choose
-    ``exclude``'s themselves), plus ``--config``: a YAML file whose values typed flags override."""
+    ``exclude``'s themselves), plus ``--config`` (a YAML file) and ``--set KEY=VALUE``."""
     add_setting_flags(parser, EvalConfig, EVAL_GROUPS, exclude, shown_defaults)
-    parser.add_argument(
-        "--config",
-        default=argparse.SUPPRESS,
-        help="YAML file of settings (keys = flag names with underscores); flags override it",
-    )
+    add_config_flags(parser, "YAML file of settings (keys = flag names with underscores); flags and --set override it")

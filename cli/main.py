@@ -1,4 +1,6 @@
-"""The ``rlvr`` command line: one entry point, one subcommand per job.
+"""The ``rlvr`` command line: one entry point, one subcommand per job. The harness's commands
+and the trainers' ``rlvr train`` are imported here directly; packages that build on rlvr add
+their own through the ``rlvr.commands`` entry-point group (``harness.plugins``).
 
 Errors the user can cause print one line that says what to do (exit code 2), file-system errors
 included (``RLVR_DEBUG=1`` shows their traceback); anything else is a bug and keeps its traceback.
@@ -26,6 +28,7 @@ from harness.commands import (
 )
 from harness.errors import UserError, describe_os_error
 from harness.plugins import plugin_commands
+from trainers import cli as train
 
 DESCRIPTION = """\
 rlvr: reinforcement learning with verifiable rewards.
@@ -51,7 +54,8 @@ start here:
   rlvr <command> --help                       every command explains its flags
 """
 
-COMMANDS = (eval, show, regrade, compare, ablate, leaderboard, export, contamination, benchmarks, grade, serve, demo)
+#: our own commands, in the order ``rlvr --help`` lists them (``demo`` is given the trainer)
+COMMANDS = (eval, show, regrade, compare, ablate, leaderboard, export, contamination, benchmarks, grade, serve)
 
 
 class Parser(argparse.ArgumentParser):
@@ -135,7 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     for module in COMMANDS:
         module.register(sub)
-    for module in plugin_commands():
+    demo.register(sub, train.train_run)
+    train.register(sub)
+    for module in plugin_commands(exclude=set(sub.choices)):
         module.register(sub)
     return parser
 
