@@ -15,8 +15,10 @@ the programs of ``lcb_programs.py`` (``--lcb-slow`` adds the classes that wait o
 Printed: verdict agreement (base+plus pass, EvalPlus's pass@1 unit) overall, per dataset and per
 class; every disagreement with its class, and whether it is one of our named deviations (where
 EvalPlus is demonstrably wrong); cold expected-output time and warm grading throughput of both,
-and their ratio; then one line per set with its warm ratio. ``--write-fixture`` stores EvalPlus's
-verdicts for the conformance test.
+and their ratio; then one line per set with its warm ratio, the floor F
+(``peer_floor.py``), both tools as multiples of F and (peer - F) / (ours - F), under one exclusion
+rule for both peers (the classes built to wait out a time limit are graded, untimed).
+``--write-fixture`` stores EvalPlus's verdicts for the conformance test.
 
     python benchmarks/bench_code_peers.py                       # all 542 tasks, canonical + 2 mutants, and LCB
     python benchmarks/bench_code_peers.py --sets livecodebench  # one set only
