@@ -15,8 +15,10 @@ the programs of ``lcb_programs.py`` (``--lcb-slow`` adds the classes that wait o
 Printed: verdict agreement (base+plus pass, EvalPlus's pass@1 unit) overall, per dataset and per
 class; every disagreement with its class, and whether it is one of our named deviations (where
 EvalPlus is demonstrably wrong); cold expected-output time and warm grading throughput of both,
-and their ratio; then one line per set with its warm ratio. ``--write-fixture`` stores EvalPlus's
-verdicts for the conformance test.
+and their ratio; then one line per set with its warm ratio, the floor F
+(``peer_floor.py``), both tools as multiples of F and (peer - F) / (ours - F), under one exclusion
+rule for both peers (the classes built to wait out a time limit are graded, untimed).
+``--write-fixture`` stores EvalPlus's verdicts for the conformance test.
 
     python benchmarks/bench_code_peers.py                       # all 542 tasks, canonical + 2 mutants, and LCB
     python benchmarks/bench_code_peers.py --sets livecodebench  # one set only
@@ -42,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from code_mutants import PEER_WRONG, PEER_WRONG_TASKS, programs_for, result_kind  # noqa: E402
+from peer_floor import RULE, canonical_cpu_s, floor_s, timed, untimed, versus_floor  # noqa: E402
 
 LCB = "livecodebench"
 DATASETS = {"humanevalplus": ("humaneval", "HUMANEVAL_OVERRIDE_PATH"), "mbppplus": ("mbpp", "MBPP_OVERRIDE_PATH")}
@@ -103,15 +106,15 @@ def build_programs(
 
 
 def run_evalplus(
-    dataset: str, rows: list[dict], programs: list[dict], workdir: Path, workers: int, phase: str
+    dataset: str, rows: list[dict], programs: list[dict], workdir: Path, workers: int, phase: str, tag: str = ""
 ) -> tuple[dict[str, bool], dict[str, float]]:
     """One EvalPlus run as its users run it: ``cold`` (fresh cache: ground truth computed, its
     own printed time kept) or ``warm`` (ground truth cached, evaluation only). Its verdicts
     (base and plus both pass) and timings."""
     name, override = DATASETS[dataset]
-    data = workdir / f"{dataset}.jsonl"
+    data = workdir / f"{dataset}{tag}.jsonl"  # EvalPlus wants a sample for every row
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    samples = workdir / f"{dataset}.samples.jsonl"
+    samples = workdir / f"{dataset}{tag}.samples.jsonl"
     mine = [p for p in programs if p["dataset"] == dataset]
     samples.write_text("".join(json.dumps({"task_id": p["task_id"], "solution": p["program"]}) + "\n" for p in mine))
     runner = workdir / "evalplus_runner.py"
@@ -250,31 +253,51 @@ def report(programs: list[dict], ours: dict[str, dict], peer: dict[str, bool], t
 
 
 def livecodebench_phase(workers: int, per_class: int, slow: bool, limit: int | None) -> dict:
-    """LiveCodeBench's runner, then ours, on the programs of ``lcb_programs.py``: agreement
-    outside the named departures and both tools' warm seconds."""
+    """LiveCodeBench's runner, then ours, timed on the programs of ``lcb_programs.py`` that the
+    exclusion rule keeps (``--lcb-slow`` grades the others too, untimed): agreement outside the
+    named departures, both tools' warm seconds and the floor."""
     from lcb_peer import problems_by_id, run_livecodebench, run_ours
     from lcb_peer import report as lcb_report
     from lcb_programs import build
 
     problems = problems_by_id()
-    rows = [r for r in build(list(problems.values()), per_class) if slow or not r["slow"]]
-    rows = rows[:: max(1, len(rows) // limit)][:limit] if limit else rows
-    print(f"{LCB}: {len(rows)} programs over {len({r['problem_id'] for r in rows})} problems", flush=True)
-    peer, peer_s = run_livecodebench(rows, problems, workers)
-    ours, ours_s = run_ours(rows, problems, workers)
+    rows = build(list(problems.values()), per_class)
+    timed_rows = timed(rows)
+    timed_rows = timed_rows[:: max(1, len(timed_rows) // limit)][:limit] if limit else timed_rows
+    print(f"{LCB}: {len(timed_rows)} timed programs over {len({r['problem_id'] for r in rows})} problems", flush=True)
+    peer, peer_s = run_livecodebench(timed_rows, problems, workers)
+    ours, ours_s = run_ours(timed_rows, problems, workers)
     print(f"{LCB} warm: LiveCodeBench {peer_s:.1f}s, ours {ours_s:.1f}s", flush=True)
-    agreement = lcb_report(rows, ours, peer)
-    return {"programs": len(rows), **agreement, "peer_s": peer_s, "ours_s": ours_s}
+    floor = floor_s([(v.correct, v.reason, v.detail, 0.0) for v in ours.values()])
+    graded = timed_rows + (untimed(rows) if slow else [])
+    if slow:
+        peer.update(run_livecodebench(untimed(rows), problems, workers)[0])
+        ours.update(run_ours(untimed(rows), problems, workers)[0])
+    agreement = lcb_report(graded, ours, peer)
+    return {"programs": len(graded), "timed": len(timed_rows), **agreement, "peer_s": peer_s, "ours_s": ours_s, **floor}
 
 
 def print_ratios(per_set: dict[str, dict]) -> None:
-    """One line per set: its peer, agreement and warm seconds of both, and the ratio."""
-    print("\n| set | peer | programs | agreement | peer s | ours s | ratio |\n|---|---|---|---|---|---|---|")
+    """One line per set: its peer, agreement, warm seconds of both and their ratio, the floor F,
+    both tools as multiples of F, and (peer - F) / (ours - F)."""
+    print(f"\nexclusion rule (both peers): {RULE}")
+    print(
+        "\n| set | peer | programs (timed) | agreement | peer s | ours s | peer / ours | F s | ours / F | peer / F "
+        "| (peer - F) / (ours - F) |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
     for name, row in per_set.items():
         ratio = row["peer_s"] / max(row["ours_s"], 1e-9)
+        versus = versus_floor(row["peer_s"], row["ours_s"], row["F_s"])
+        multiple = {k: "-" if v is None else f"{v:.2f}" for k, v in versus.items()}
         print(
-            f"| {name} | {row['peer']} | {row['programs']} | {row['agreement']} | {row['peer_s']:.1f} | "
-            f"{row['ours_s']:.1f} | **{ratio:.2f}x** |"
+            f"| {name} | {row['peer']} | {row['programs']} ({row['timed']}) | {row['agreement']} | "
+            f"{row['peer_s']:.1f} | {row['ours_s']:.1f} | {ratio:.2f}x | {row['F_s']:.1f} | {multiple['ours_x_F']} | "
+            f"{multiple['peer_x_F']} | **{multiple['above_F_ratio']}** |"
+        )
+    for name, row in per_set.items():
+        print(
+            f"  {name} F: own CPU {row['own_cpu_s']:.1f}s + limits burnt {row['burns_s']:.1f}s, "
+            f"over {row['cores']} cores"
         )
 
 
@@ -323,30 +346,47 @@ def main() -> None:
                 f"{our_times['cold']:.1f}s (cumulative)",
                 flush=True,
             )
-            verdicts, times = run_evalplus(dataset, rows[dataset], programs, work, args.workers, "warm")
-            peer.update(verdicts)
+            mine_all = [p for p in programs if p["dataset"] == dataset]
+            verdicts, times = run_evalplus(dataset, rows[dataset], timed(mine_all), work, args.workers, "warm")
             ep_times["warm"] += times["warm"]
-            mine, seconds = ours_warm(dataset, programs, args.workers)
-            ours.update(mine)
+            mine, seconds = ours_warm(dataset, timed(mine_all), args.workers)
             our_times["warm"] += seconds
             print(f"{dataset} warm: EvalPlus {times['warm']:.1f}s, ours {seconds:.1f}s", flush=True)
-            counted = [p for p in programs if p["dataset"] == dataset and not deviation(p, verdicts[p["id"]])]
+            own = canonical_cpu_s(rows[dataset])
+            floor = floor_s(
+                [
+                    (*(mine[p["id"]][k] for k in ("pass", "reason", "detail")), own[p["task_id"]])
+                    for p in timed(mine_all)
+                ]
+            )
+            excluded = untimed(mine_all)
+            if excluded:  # the exclusion rule's programs: graded by both, not timed
+                their_rows = [r for r in rows[dataset] if r["task_id"] in {p["task_id"] for p in excluded}]
+                verdicts.update(run_evalplus(dataset, their_rows, excluded, work, args.workers, "warm", ".untimed")[0])
+                mine.update(ours_warm(dataset, excluded, args.workers)[0])
+            peer.update(verdicts)
+            ours.update(mine)
+            counted = [p for p in mine_all if not deviation(p, verdicts[p["id"]])]
             agree = sum(mine[p["id"]]["pass"] == verdicts[p["id"]] for p in counted)
             per_set[dataset] = {
                 "peer": "EvalPlus 0.3.1",
-                "programs": sum(p["dataset"] == dataset for p in programs),
+                "programs": len(mine_all),
+                "timed": len(timed(mine_all)),
                 "agreement": f"{agree}/{len(counted)}",
                 "peer_s": times["warm"],
                 "ours_s": seconds,
+                **floor,
             }
         if LCB in chosen:
             lcb = livecodebench_phase(args.workers, args.lcb_per_class, args.lcb_slow, args.lcb_limit)
             per_set[LCB] = {
                 "peer": "LiveCodeBench (nvidia-livecodebench)",
                 "programs": lcb["programs"],
+                "timed": lcb["timed"],
                 "agreement": f"{lcb['agree']}/{lcb['outside']} outside departures",
                 "peer_s": lcb["peer_s"],
                 "ours_s": lcb["ours_s"],
+                **{k: lcb[k] for k in ("own_cpu_s", "burns_s", "cores", "F_s")},
             }
     result = report(programs, ours, peer, {"evalplus": ep_times, "ours": our_times}) if programs else {}
     print_ratios(per_set)
