@@ -125,14 +125,13 @@ def run_trl(steps: int, max_tokens: int) -> dict:
 
 
 def run_ours(steps: int, max_tokens: int) -> dict:
+    import vllm  # noqa: F401
     from bench_train_memory import _status
+    from trl import GRPOTrainer  # noqa: F401  (TRL's side imports it, and vLLM with it, before its baseline)
 
     from trainers import loop
     from trainers.config import build_config
     from trainers.telemetry import read_log
-
-    from trl import GRPOTrainer  # noqa: F401  (TRL's side imports it, and vLLM with it, before its baseline)
-    import vllm  # noqa: F401
 
     baseline = _status("VmRSS")
     with tempfile.TemporaryDirectory() as out:
