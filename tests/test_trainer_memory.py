@@ -88,8 +88,9 @@ def test_the_chunked_forward_never_builds_full_vocabulary_logits(setup):
 def _head_backward_peak(fused: bool, monkeypatch) -> float:
     """Peak memory (torch's CPU allocator, profiler events) of the head's backward over one
     64-token chunk, in logits-sized (64 × 8192 float32) tensors."""
-    import trainers.chunked_logprobs as chunked
     from torch.profiler import ProfilerActivity, profile
+
+    import trainers.chunked_logprobs as chunked
 
     if not fused:
         monkeypatch.setattr(chunked, "_fusable", lambda head: False)
