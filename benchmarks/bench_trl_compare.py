@@ -53,6 +53,7 @@ def _problems(steps: int):
 def run_trl(steps: int, max_tokens: int) -> dict:
     from bench_train_memory import _status
     from datasets import Dataset
+    from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from harness.models import resolve_model
@@ -109,17 +110,27 @@ def run_trl(steps: int, max_tokens: int) -> dict:
             return result
 
         trainer._generate_and_score_completions, trainer.training_step = timed_generate, timed_step
+        walls = []  # a whole optimizer step: rollout, micro-batches, clipping and the AdamW step
+
+        class StepWall(TrainerCallback):
+            def on_step_begin(self, *args, **kwargs):
+                walls.append(-time.perf_counter())
+
+            def on_step_end(self, *args, **kwargs):
+                walls[-1] += time.perf_counter()
+
+        trainer.add_callback(StepWall())
         trainer.train()
-    micro = PROMPTS * GROUP // MICRO  # training_step calls per optimizer step (one rollout)
-    totals = [sum(step[i * micro : (i + 1) * micro]) for i in range(steps)]
-    return _summary("trl", [r for r in rollout], [t - r for t, r in zip(totals, rollout)], _hwm_mb(baseline))
+    return _summary("trl", rollout, [w - r for w, r in zip(walls, rollout)], _hwm_mb(baseline))
 
 
 def run_ours(steps: int, max_tokens: int) -> dict:
+    import vllm  # noqa: F401
     from bench_train_memory import _status
+    from trl import GRPOTrainer  # noqa: F401  (TRL's side imports it, and vLLM with it, before its baseline)
 
+    from trainers import loop
     from trainers.config import build_config
-    from trainers.loop import run_training
     from trainers.telemetry import read_log
 
     baseline = _status("VmRSS")
@@ -143,10 +154,19 @@ def run_ours(steps: int, max_tokens: int) -> dict:
             "out": out,
         }
         cfg = build_config("drgrpo", "cpu-demo", overrides)
-        run_training(cfg, progress=False)
+        walls, step = [], loop.train_step  # a whole step: rollout, update, weight sync to vLLM
+
+        def timed_step(*args, **kwargs):
+            t0 = time.perf_counter()
+            result = step(*args, **kwargs)
+            walls.append(time.perf_counter() - t0)
+            return result
+
+        loop.train_step = timed_step
+        loop.run_training(cfg, progress=False)
         log = read_log(Path(out))
     rollout = [line["time_generate"] + line["time_score"] for line in log]
-    update = [line["time_learn"] + line["time_sync"] for line in log]
+    update = [wall - r for wall, r in zip(walls, rollout)]
     summary = _summary("rlvr", rollout, update, _hwm_mb(baseline))
     summary["of_which_weight_sync_s"] = round(sum(line["time_sync"] for line in log[1:]) / max(1, len(log) - 1), 2)
     return summary

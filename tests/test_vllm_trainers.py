@@ -133,6 +133,38 @@ def test_a_cached_prompt_is_recomputed_after_a_weight_push(rollout):
     assert max_gap(learner_logprobs(learner, prompt, ids), logprobs) < SYNCED
 
 
+def test_a_cpu_engine_asleep_holds_no_kv_cache_and_wakes_to_the_same_samples(rollout):
+    """``vllm_sleep`` on a CPU (vLLM has no sleep mode there): the KV cache's storage is released
+    while the learner trains and reallocated, zeroed, on wake; the prefix cache is dropped with
+    it, so a prompt whose blocks were cached before sleep is recomputed, not read from zeroed
+    memory: greedy log-probs and seeded samples after waking are those before sleeping."""
+    from harness.backends.vllm_engine import _kv_storages
+
+    engine, learner, problems = rollout
+    engine.sync(learner)
+    llm, prompt = engine.llm, list(range(200, 520))  # two full 128-token blocks enter the prefix cache
+    params = engine.params_class(temperature=0.0, max_tokens=6, logprobs=0)
+
+    def decode():
+        out = llm.generate([{"prompt_token_ids": prompt}], params, use_tqdm=False)[0].outputs[0]
+        return list(out.token_ids), [lp[t].logprob for lp, t in zip(out.logprobs, out.token_ids)]
+
+    def kv_bytes() -> int:
+        return sum(llm.collective_rpc(lambda worker: sum(s.nbytes() for s in _kv_storages(worker))))
+
+    before, samples = decode(), engine.sample(problems, 2, step=9, logprobs=True)
+    held = kv_bytes()
+    assert held >= KV_GB * (1 << 30) * 0.9
+    engine.sleep()
+    assert kv_bytes() == 0
+    squatter = torch.ones(held // 4)  # the released pages taken: the cache wakes at another address
+    engine.wake()
+    assert kv_bytes() == held
+    assert decode() == before
+    assert engine.sample(problems, 2, step=9, logprobs=True) == samples
+    del squatter
+
+
 def test_a_budget_the_context_cannot_hold_is_refused_before_the_engine_starts(model_dir):
     from harness.backends.hf import load_model
     from trainers.vllm_rollout import VLLMRollout

@@ -52,6 +52,54 @@ def chunk_stats(
     return logp, ent
 
 
+class _LinearHeadTile(torch.autograd.Function):
+    """log π(target) and entropy of one chunk through a linear head, fused: the forward keeps
+    the chunk's hidden states and log-sum-exp only; the backward recomputes the logits (under
+    the forward's autocast state) and turns that one float32 tensor in place into the gradient
+    ``(onehot - softmax) · g``, the expression autograd's logsumexp and gather backwards sum to.
+    One logits-sized tensor at the head's backward where a checkpointed autograd graph holds
+    about four (the recomputed logits, the softmax, the scattered one-hot, their sum), and the
+    entropy (a metric, no gradient) is not recomputed there."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, temperature, with_entropy):
+        device = hidden.device.type
+        ctx.autocast = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+        logits = torch.nn.functional.linear(hidden, weight, bias).float()
+        if temperature != 1.0:
+            logits = logits / temperature
+        lse = torch.logsumexp(logits, dim=-1)
+        logp = torch.gather(logits, -1, targets[..., None]).squeeze(-1) - lse
+        entropy = torch.zeros_like(lse)
+        if with_entropy:  # H = lse - Σ p·z, the product summed by a matmul (no second logits-sized tensor)
+            probs = (logits - lse[..., None]).exp_()
+            entropy = lse - (probs[..., None, :] @ logits[..., :, None]).reshape(lse.shape)
+        ctx.save_for_backward(hidden, weight, bias, targets, lse)
+        ctx.temperature = temperature
+        ctx.mark_non_differentiable(entropy)
+        return logp, entropy
+
+    @staticmethod
+    def backward(ctx, grad_logp, _grad_entropy):
+        hidden, weight, bias, targets, lse = ctx.saved_tensors
+        inputs = [t.detach().requires_grad_(t.requires_grad) if t is not None else None for t in (hidden, weight, bias)]
+        device, enabled, dtype = ctx.autocast
+        with torch.enable_grad(), torch.autocast(device, dtype=dtype, enabled=enabled):
+            logits = torch.nn.functional.linear(*inputs).float()
+        with torch.no_grad():
+            scale = grad_logp if ctx.temperature == 1.0 else grad_logp / ctx.temperature
+            work = logits.detach() if ctx.temperature == 1.0 else logits.detach() / ctx.temperature
+            work.sub_(lse[..., None]).exp_().mul_(-scale[..., None])  # -g·softmax, in place
+            work.scatter_add_(-1, targets[..., None], scale[..., None])  # + g at the target
+        wanted = [t for t in inputs if t is not None and t.requires_grad]
+        grads = iter(torch.autograd.grad(logits, wanted, work))
+        return (*(next(grads) if t is not None and t.requires_grad else None for t in inputs), None, None, None)
+
+
+def _fusable(head: torch.nn.Module) -> bool:
+    return isinstance(head, torch.nn.Linear) and type(head).forward is torch.nn.Linear.forward
+
+
 def token_stats(hidden: torch.Tensor, head: torch.nn.Module, job: HeadJob) -> torch.Tensor:
     """``(S, T, 2)``: log π and entropy for the positions of ``hidden`` (S, T, H) predicting
     ``job.targets`` (S, T), ``job.chunk`` tokens at a time (flattened over rows)."""
@@ -65,7 +113,9 @@ def token_stats(hidden: torch.Tensor, head: torch.nn.Module, job: HeadJob) -> to
     parts = []
     for start in range(0, total, job.chunk):
         args = (flat[start : start + job.chunk], head, targets[start : start + job.chunk], job.temperature)
-        if recompute:
+        if recompute and _fusable(head):
+            logp, ent = _LinearHeadTile.apply(args[0], head.weight, head.bias, *args[2:], job.with_entropy)
+        elif recompute:
             logp, ent = checkpoint(chunk_stats, *args, job.with_entropy, use_reentrant=False)
         else:
             logp, ent = chunk_stats(*args, job.with_entropy)

@@ -27,7 +27,15 @@ from typing import Any, Sequence
 import torch
 
 from harness.backends.base import sample_seed
-from harness.backends.vllm_engine import VLLMBackend, engine_max_len, push_weights, start_engine, token_budget
+from harness.backends.vllm_engine import (
+    VLLMBackend,
+    engine_max_len,
+    push_weights,
+    release_kv_cache,
+    restore_kv_cache,
+    start_engine,
+    token_budget,
+)
 from harness.benchmarks.problems import Problem
 from harness.errors import UserError
 from trainers.live_progress import report_rollout
@@ -58,9 +66,10 @@ class VLLMRollout:
                 "positions; lower max_tokens or set max_model_len (a model with a longer context)"
             )
         device = str(next(model.parameters()).device).split(":")[0]
-        # sleep frees the engine's GPU memory while the learner trains (vLLM's CUDA memory pool:
-        # not on a CPU, where the engine keeps its kv_cache_gb of RAM for the whole run)
-        self.can_sleep, self.asleep = device == "cuda" and getattr(cfg, "vllm_sleep", False), False
+        # sleep frees the engine's GPU memory while the learner trains (vLLM's CUDA memory pool);
+        # a CPU engine cannot sleep, so there it releases its KV cache alone (the weights stay)
+        self.sleeps = getattr(cfg, "vllm_sleep", False)
+        self.can_sleep, self.asleep = device == "cuda" and self.sleeps, False
         self.llm = start_engine(
             resolve_model(cfg.model)[0],
             dtype=compute_dtype_name(cfg),  # the learner's compute dtype (sync casts the float32 masters)
@@ -118,16 +127,26 @@ class VLLMRollout:
         return out
 
     def sleep(self) -> None:
-        """Between rollout and learning (GPU, ``vllm_sleep``): level 1 moves the weights to host
-        memory and drops the KV cache, so the learner gets the engine's share of the GPU."""
-        if self.can_sleep and not self.asleep:
+        """Between rollout and learning (``vllm_sleep``). On a GPU level 1 moves the weights to
+        host memory and drops the KV cache, so the learner gets the engine's share of the GPU;
+        on a CPU the KV cache's memory goes back to the system (``kv_cache_gb`` less at the
+        update's peak). Nothing in the KV cache outlives a step: every sync drops the prefix cache."""
+        if self.asleep or not self.sleeps:
+            return
+        if self.can_sleep:
             self.llm.sleep(level=1)
-            self.asleep = True
+        else:
+            release_kv_cache(self.llm)
+        self.asleep = True
 
     def wake(self) -> None:
-        if self.asleep:
+        if not self.asleep:
+            return
+        if self.can_sleep:
             self.llm.wake_up()
-            self.asleep = False
+        else:
+            restore_kv_cache(self.llm)
+        self.asleep = False
 
     @torch.no_grad()
     def sync(self, model: torch.nn.Module) -> None:
