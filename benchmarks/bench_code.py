@@ -33,12 +33,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fixtures.lcb_solutions import CPP_SOLUTIONS, SOLUTIONS  # noqa: E402
-
-from harness.benchmarks.evalplus import inputs_of, reference_program  # noqa: E402
-from sandbox import CodeGrader  # noqa: E402
-from sandbox.code.compare import stdout_matches  # noqa: E402
-from sandbox.code.decoding import decode  # noqa: E402
-from sandbox.code.reference import differential_tests, expected_outputs  # noqa: E402
+from rlvr.harness.benchmarks.evalplus import inputs_of, reference_program  # noqa: E402
+from rlvr.sandbox import CodeGrader  # noqa: E402
+from rlvr.sandbox.code.judging.compare import stdout_matches  # noqa: E402
+from rlvr.sandbox.code.judging.decoding import decode  # noqa: E402
+from rlvr.sandbox.code.judging.reference import differential_tests, expected_outputs  # noqa: E402
 
 
 def load(name: str) -> list[dict]:

@@ -6,7 +6,7 @@ Programs: every selected HumanEval+ / MBPP+ task's canonical solution plus mutan
 in ``code_mutants.py`` (types, floats, numpy, oracles, exceptions, time-outs, ``__eq__`` tricks).
 EvalPlus runs as its users run it (``evalplus.evaluate.evaluate``, ``--parallel W``), pointed at
 our shipped data through ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH`` with a fresh cache,
-no network. Ours runs through the project's benchmark path (``harness.grading.EvalGrader``, the
+no network. Ours runs through the project's benchmark path (``rlvr.harness.grading.EvalGrader``, the
 function evaluations and rewards use) with ``W`` judges and every isolation feature on.
 
 LiveCodeBench's runner runs as in ``lcb_peer.py`` (a subprocess inside ``unshare --mount``) on
@@ -64,7 +64,7 @@ def load_rows(name: str) -> list[dict]:
 
 def reference_kind(row: dict) -> str:
     """The type of the canonical solution's result on its first input (trusted code, run here)."""
-    from harness.benchmarks.evalplus import inputs_of, reference_program
+    from rlvr.harness.benchmarks.evalplus import inputs_of, reference_program
 
     namespace: dict = {}
     exec(compile(reference_program(row), row["task_id"], "exec"), namespace)  # trusted dataset code
@@ -80,7 +80,7 @@ def build_programs(
     tasks: set[str] | None = None,
     skip: set[str] = frozenset(),
 ) -> tuple[dict[str, list[dict]], list[dict]]:
-    from harness.benchmarks.evalplus import reference_program
+    from rlvr.harness.benchmarks.evalplus import reference_program
 
     rng = random.Random(seed)
     chosen_rows, programs = {}, []
@@ -157,8 +157,8 @@ def run_evalplus(
 
 def ours_cold(dataset: str, programs: list[dict], workers: int) -> float:
     """Seconds to compute the expected outputs with an empty cache (judge start-up included)."""
-    from harness.benchmarks.registry import load_problems
-    from harness.grading import EvalGrader
+    from rlvr.harness.benchmarks.registry import load_problems
+    from rlvr.harness.grading import EvalGrader
 
     wanted = {p["task_id"] for p in programs if p["dataset"] == dataset}
     t0 = time.perf_counter()
@@ -172,8 +172,8 @@ def ours_cold(dataset: str, programs: list[dict], workers: int) -> float:
 def ours_warm(dataset: str, programs: list[dict], workers: int) -> tuple[dict[str, dict], float]:
     """Our verdicts through the benchmark path (expected outputs cached), and the seconds that
     grading every program took (data loading and judge start-up included)."""
-    from harness.benchmarks.registry import load_problems
-    from harness.grading import EvalGrader
+    from rlvr.harness.benchmarks.registry import load_problems
+    from rlvr.harness.grading import EvalGrader
 
     mine = [p for p in programs if p["dataset"] == dataset]
     wanted = {p["task_id"] for p in mine}

@@ -31,8 +31,8 @@ def main() -> int:
     parser.add_argument("--planted", type=int, default=50)
     args = parser.parse_args()
 
-    from harness.benchmarks.registry import load_problems
-    from harness.commands.contamination import held_out_benchmarks
+    from rlvr.harness.benchmarks.registry import load_problems
+    from rlvr.harness.commands.contamination import held_out_benchmarks
 
     names = held_out_benchmarks()
     problems = [p for name in names for p in load_problems(name)]
@@ -54,7 +54,7 @@ def main() -> int:
             [
                 sys.executable,
                 "-m",
-                "cli",
+                "rlvr.cli",
                 "contamination",
                 "--train",
                 str(train),

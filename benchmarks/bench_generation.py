@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.backends.base import GenerationRequest, SamplingParams, sample_seed  # noqa: E402
+from rlvr.harness.backends.base import GenerationRequest, SamplingParams, sample_seed  # noqa: E402
 
 
 def requests(count: int) -> list[GenerationRequest]:
-    from harness.benchmarks.registry import load_problems
+    from rlvr.harness.benchmarks.registry import load_problems
 
     problems = load_problems("gsm8k")[:count]
     return [GenerationRequest([{"role": "user", "content": p.question}], sample_seed(0, p.id, 0)) for p in problems]
@@ -63,9 +63,9 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
-    from harness.backends.hf import HFBackend
-    from harness.backends.vllm_engine import VLLMBackend
-    from harness.models import resolve_model
+    from rlvr.harness.backends.hf import HFBackend
+    from rlvr.harness.backends.vllm_engine import VLLMBackend
+    from rlvr.harness.models import resolve_model
 
     path = resolve_model(args.model)[0]
     batch = requests(args.prompts)

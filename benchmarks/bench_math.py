@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from sandbox import MathGrader  # noqa: E402
+from rlvr.sandbox import MathGrader  # noqa: E402
 
 POLICY = {"gsm8k": "gsm8k", "minerva_math": "minerva", "olympiadbench": "olympiadbench"}
 BENCHMARKS = ["aime2024", "aime2025", "amc2023", "gsm8k", "math500", "minerva_math", "olympiadbench"]

@@ -96,7 +96,7 @@ def run_in_process(items: list[dict], size: int, workers: int) -> float:
     """The same batches through one GradingService from two threads (as two trainers would)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sandbox.service import GradingService, parse_item
+    from rlvr.sandbox.service import GradingService, parse_item
 
     service = GradingService(workers=workers)
     service.warm_up()

@@ -1,10 +1,10 @@
-"""Peak memory of one learner update, measured against ``trainers.memory``'s prediction.
+"""Peak memory of one learner update, measured against ``rlvr.trainers.policy_gradient.memory``'s prediction.
 
 One update = what ``train_step`` does after a rollout: the old log-probs (no gradient) and
 ``policy_update`` (forward, backward, AdamW step) on the embedded model's architecture
 (smollm2-135m, float32 weights and compute; randomly initialised: memory depends on shapes
 only), one step of two responses of ``tokens`` and ``tokens // 4`` tokens after a 32-token
-prompt, ``micro_batch_size: 2``. Features (``trainers.memory_settings``), each on unless named
+prompt, ``micro_batch_size: 2``. Features (``rlvr.trainers.policy_gradient.memory_settings``), each on unless named
 off: ``chunk`` (logits_chunk 1024), ``ckpt`` (gradient_checkpointing), ``budget``
 (micro_token_budget = the long row: each row its own pass). ``--ranks 2``: FSDP2 over two gloo
 ranks (``fsdp_grad_sync`` ``every_micro_batch``, or ``last_micro_batch`` with feature
@@ -54,9 +54,8 @@ def _status(key: str) -> int:
 
 
 def _config():
+    from rlvr.harness.models import EMBEDDED_NAME, cache_root
     from transformers import LlamaConfig
-
-    from harness.models import EMBEDDED_NAME, cache_root
 
     path = cache_root() / "models" / EMBEDDED_NAME / "config.json"
     config = LlamaConfig(**json.loads(path.read_text())) if path.exists() else _smollm2_config()
@@ -81,7 +80,7 @@ def _smollm2_config():
 
 
 def settings(tokens: int, off: tuple[str, ...]):
-    from trainers.config import TrainConfig
+    from rlvr.trainers.policy_gradient.config import TrainConfig
 
     return TrainConfig(
         algorithm="drgrpo",
@@ -100,10 +99,9 @@ def settings(tokens: int, off: tuple[str, ...]):
 def measure(tokens: int, off: tuple[str, ...]) -> dict:
     """One point in this process (a rank of a torchrun launch when WORLD_SIZE is set)."""
     import torch
+    from rlvr.trainers.policy_gradient.update import batch_logprobs, pack, policy_update
     from transformers import LlamaForCausalLM
     from transformers.models.llama import modeling_llama  # noqa: F401  (imported before the baseline)
-
-    from trainers.update import batch_logprobs, pack, policy_update
 
     torch.manual_seed(0)
     ranks = int(os.environ.get("WORLD_SIZE", 1))
@@ -131,8 +129,8 @@ def measure(tokens: int, off: tuple[str, ...]) -> dict:
 
 
 def _fsdp(model, cfg):
-    from trainers.distributed import Context
-    from trainers.distributed_rows import Shard
+    from rlvr.trainers.policy_gradient.distributed_rows import Shard
+    from rlvr.trainers.runtime.distributed import Context
 
     cfg.parallel = "fsdp"
     ctx = Context.start(cfg)
@@ -141,7 +139,7 @@ def _fsdp(model, cfg):
 
 
 def predict(tokens: int, off: tuple[str, ...], ranks: int) -> float:
-    from trainers.memory import dims_from_config, update_peak
+    from rlvr.trainers.policy_gradient.memory import dims_from_config, update_peak
 
     cfg = settings(tokens, off)
     rows = [PROMPT + tokens, PROMPT + tokens // 4]

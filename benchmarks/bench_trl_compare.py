@@ -8,7 +8,7 @@ instruction), group size 4, 8 prompts a step, up to ``--max-tokens`` new tokens 
 micro-batches of 8 rows, no KL, Dr. GRPO's loss on both sides (TRL ``loss_type: dr_grpo``,
 ``scale_rewards: none``), gradient checkpointing on both. TRL generates with transformers
 (its vLLM colocation needs a GPU); ours with vLLM's CPU build (``backend: vllm``), which is the
-point of the comparison. Rewards on both sides: our math verifier (``sandbox.rewards``).
+point of the comparison. Rewards on both sides: our math verifier (``rlvr.sandbox.serving.rewards``).
 
 Each trainer runs in a fresh process (``MALLOC_MMAP_THRESHOLD_=65536``); peak memory is the
 resident-set high-water mark minus the resident set after imports (``bench_train_memory``'s
@@ -44,7 +44,7 @@ def _hwm_mb(baseline: int) -> float:
 
 
 def _problems(steps: int):
-    from harness.benchmarks.sources import resolve_source
+    from rlvr.harness.benchmarks.sources import resolve_source
 
     source = resolve_source("arith_train")
     return source.problems[: PROMPTS * steps], source.instruction
@@ -53,12 +53,11 @@ def _problems(steps: int):
 def run_trl(steps: int, max_tokens: int) -> dict:
     from bench_train_memory import _status
     from datasets import Dataset
+    from rlvr.harness.models import resolve_model
+    from rlvr.harness.templates import load_template, render
+    from rlvr.sandbox.serving.rewards import trl_reward
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
-
-    from harness.models import resolve_model
-    from harness.templates import load_template, render
-    from sandbox.rewards import trl_reward
 
     baseline = _status("VmRSS")
     problems, instruction = _problems(steps)
@@ -127,11 +126,10 @@ def run_trl(steps: int, max_tokens: int) -> dict:
 def run_ours(steps: int, max_tokens: int) -> dict:
     import vllm  # noqa: F401
     from bench_train_memory import _status
+    from rlvr.trainers.policy_gradient import loop
+    from rlvr.trainers.policy_gradient.config import build_config
+    from rlvr.trainers.runtime.telemetry import read_log
     from trl import GRPOTrainer  # noqa: F401  (TRL's side imports it, and vLLM with it, before its baseline)
-
-    from trainers import loop
-    from trainers.config import build_config
-    from trainers.telemetry import read_log
 
     baseline = _status("VmRSS")
     with tempfile.TemporaryDirectory() as out:

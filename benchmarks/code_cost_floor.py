@@ -55,9 +55,8 @@ def blocks() -> None:
     """The steps every submission's sandbox takes, in a process the size of a judge."""
     import numpy  # noqa: F401  (a judge-sized address space: fork copies its page tables)
     import sympy  # noqa: F401
-
-    from sandbox.code.cgroups import Cgroups
-    from sandbox.code.isolation import SANDBOX_NAMESPACES, unshare
+    from rlvr.sandbox.code.isolation.cgroups import Cgroups
+    from rlvr.sandbox.code.isolation.primitives import SANDBOX_NAMESPACES, unshare
 
     def pid_one() -> None:
         unshare(SANDBOX_NAMESPACES)
@@ -110,15 +109,16 @@ def overhead_worker(repeat: int) -> None:
     the judge's ``main`` does), then trivial submissions graded in this process. CPU per
     submission = this judge's + the zygote's tree (every sandbox is its descendant and reaped) +
     kernel threads (a thread that exits during the run loses its last ticks: a lower bound)."""
-    from sandbox.code import box, judge
-    from sandbox.code.zygote import start_zygote
+    from rlvr.sandbox.code.isolation import box
+    from rlvr.sandbox.code.isolation.zygote import start_zygote
+    from rlvr.sandbox.code.judging import judge
 
     judge.ISOLATION = judge.isolation_available()
     if not judge.ISOLATION[0]:
         print(f"  isolation unavailable: {judge.ISOLATION[1]}")
         return
     box.ZYGOTE = start_zygote(True)
-    from sandbox.code.verify import CodeGrader
+    from rlvr.sandbox.code.verify import CodeGrader
 
     grader = CodeGrader(workers=1)
     kinds = {
@@ -167,8 +167,7 @@ def livecodebench(workers: int) -> None:
     """Each problem's program correct by construction (a lookup: no work of its own)."""
     from lcb_peer import problems_by_id
     from lcb_programs import build
-
-    from harness.grading import EvalGrader
+    from rlvr.harness.grading import EvalGrader
 
     problems = problems_by_id()
     rows = [r for r in build(list(problems.values()), 1) if r["class"] == "correct"]
@@ -192,10 +191,9 @@ def canonical(dataset: str) -> None:
     """Every canonical solution of ``dataset`` graded alone (one judge), and the same function run
     in-process on the same inputs with nothing around it."""
     from bench_code_peers import build_programs, load_rows
-
-    from harness.benchmarks.evalplus import inputs_of, reference_program
-    from harness.benchmarks.registry import load_problems
-    from harness.grading import EvalGrader
+    from rlvr.harness.benchmarks.evalplus import inputs_of, reference_program
+    from rlvr.harness.benchmarks.registry import load_problems
+    from rlvr.harness.grading import EvalGrader
 
     rows = {r["task_id"]: r for r in load_rows(dataset)}
     _, programs = build_programs([dataset], None, 0, 0)

@@ -7,7 +7,7 @@ rank ends the run and ``--resume`` is exact. Here, with NCCL, ``backend: vllm`` 
 engine on its own GPU, fed its share of the groups), ``compute_dtype: bfloat16``, a tiny random
 Llama and the digit sums it answers by chance, on ``--nproc`` GPUs (default: all visible, at most 2):
 
-1. **DDP**: ``torchrun -m cli train drgrpo`` for ``--steps`` steps: every step logged with
+1. **DDP**: ``torchrun -m rlvr.cli train drgrpo`` for ``--steps`` steps: every step logged with
    all ranks' generations, two optimizer steps per step, a sharded checkpoint each step
    (``dcp/.metadata``, ``trainer_state.pt`` naming the world size), an HF export that loads on the
    GPU and gives finite logits.
@@ -62,7 +62,7 @@ def train(model: str, out: Path, values: dict, steps: int, nproc: int | None, ti
     """One ``rlvr train drgrpo`` run (under torchrun when ``nproc``); its status, time and output tail."""
     sets = [a for key, value in values.items() for a in ("--set", f"{key}={json.dumps(value)}")]
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), "-m"]
-    command = (launcher if nproc else [sys.executable, "-m"]) + ["cli", "train", "drgrpo"]
+    command = (launcher if nproc else [sys.executable, "-m"]) + ["rlvr.cli", "train", "drgrpo"]
     command += ["--config", "cpu-demo", "--model", model, "--out", str(out), "--max-steps", str(steps), "--no-progress"]
     command += sets + (["--resume"] if kw.get("resume") else [])
     t0 = time.perf_counter()
@@ -95,8 +95,7 @@ def log_of(out: Path) -> list[dict]:
 
 def checkpoint_report(out: Path, step: int, world: int) -> dict:
     import torch
-
-    from harness.backends.hf import load_model
+    from rlvr.harness.backends.hf import load_model
 
     final = out / f"checkpoint-{step:06d}"
     report = {
@@ -164,8 +163,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import torch
-
-    from harness.models import tiny_random_model
+    from rlvr.harness.models import tiny_random_model
 
     assert torch.cuda.is_available(), "no CUDA GPU visible"
     gpus = torch.cuda.device_count()

@@ -25,9 +25,8 @@ sys.path.insert(0, str(ROOT))
 def tiny_llama(out: Path) -> Path:
     """A 2-layer Llama with SmolLM2's tokenizer and random weights (seeded)."""
     import torch
+    from rlvr.harness.models import embedded_model_dir
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from harness.models import embedded_model_dir
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
     config = LlamaConfig(
@@ -56,13 +55,13 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     args = parser.parse_args()
 
-    from harness.backends.base import GenerationRequest, SamplingParams, sample_seed
-    from harness.backends.hf import HFBackend
-    from harness.backends.vllm_engine import VLLMBackend
-    from harness.benchmarks.registry import load_problems
-    from harness.sample_sink import sample_record
-    from harness.templates import BUILTIN, render
-    from sandbox.verdict import Verdict
+    from rlvr.harness.backends.base import GenerationRequest, SamplingParams, sample_seed
+    from rlvr.harness.backends.hf import HFBackend
+    from rlvr.harness.backends.vllm_engine import VLLMBackend
+    from rlvr.harness.benchmarks.registry import load_problems
+    from rlvr.harness.sample_sink import sample_record
+    from rlvr.harness.templates import BUILTIN, render
+    from rlvr.sandbox.verdict import Verdict
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -116,7 +115,7 @@ def main() -> int:
         [
             sys.executable,
             "-m",
-            "cli",
+            "rlvr.cli",
             "eval",
             "--backend",
             "vllm",

@@ -8,7 +8,7 @@
    ``logits_chunk``, ``micro_token_budget``, ``vllm_sleep`` (two steps, on CUDA).
 3. **Prediction against ``torch.cuda.max_memory_allocated``**: one update on the embedded
    model at 2,048 and 8,192 response tokens under bfloat16 autocast, the measured peak beside
-   ``trainers.memory.update_peak`` (reported; the CPU benchmark is the one the README's 15%
+   ``rlvr.trainers.policy_gradient.memory.update_peak`` (reported; the CPU benchmark is the one the README's 15%
    table comes from).
 
 Prints one JSON report; exit status 0 only if checks 1 and 2 passed.
@@ -31,11 +31,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 def sleep_and_wake() -> dict:
     import torch
+    from rlvr.harness.backends.hf import load_model
+    from rlvr.harness.backends.vllm_engine import push_weights, start_engine
+    from rlvr.harness.models import resolve_model
     from vllm import SamplingParams
-
-    from harness.backends.hf import load_model
-    from harness.backends.vllm_engine import push_weights, start_engine
-    from harness.models import resolve_model
 
     path = resolve_model(None)[0]
     llm = start_engine(path, dtype="bfloat16", device="cuda", gpu_memory_utilization=0.3, enable_sleep_mode=True)
@@ -73,7 +72,7 @@ def train_run() -> dict:
             "vllm_sleep": "true",
             "device": "cuda",
         }
-        command = [sys.executable, "-m", "cli", "train", "drgrpo", "--config", "cpu-demo", "--out", out]
+        command = [sys.executable, "-m", "rlvr.cli", "train", "drgrpo", "--config", "cpu-demo", "--out", out]
         command += ["--max-steps", "2", "--no-progress"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
         log = (Path(out) / "train_log.jsonl").read_text().splitlines() if result.returncode == 0 else []
@@ -84,11 +83,10 @@ def train_run() -> dict:
 def predicted_vs_measured(tokens: int) -> dict:
     import torch
     from bench_train_memory import PROMPT, _config, settings
+    from rlvr.trainers.policy_gradient.memory import dims_from_config, update_peak
+    from rlvr.trainers.policy_gradient.update import batch_logprobs, pack, policy_update
+    from rlvr.trainers.runtime.precision import Precision
     from transformers import LlamaForCausalLM
-
-    from trainers.memory import dims_from_config, update_peak
-    from trainers.precision import Precision
-    from trainers.update import batch_logprobs, pack, policy_update
 
     cfg = settings(tokens, ())
     cfg.compute_dtype = "bfloat16"

@@ -36,10 +36,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 def sync_gaps(model_dir: str, dtype: str, eager: bool) -> tuple[dict, object]:
     """Log-prob gap between engine and learner before and after a push (CUDA graphs unless eager)."""
     import torch
+    from rlvr.harness.backends.hf import load_model
+    from rlvr.harness.backends.vllm_engine import push_weights, start_engine
     from vllm_helpers import learner_logprobs, max_gap
-
-    from harness.backends.hf import load_model
-    from harness.backends.vllm_engine import push_weights, start_engine
 
     learner, tokenizer, _ = load_model(model_dir, dtype, "cuda")
     llm = start_engine(
@@ -90,10 +89,9 @@ def main() -> int:
     args = parser.parse_args()
 
     import torch
-
-    from harness.backends.base import GenerationRequest, SamplingParams
-    from harness.backends.vllm_engine import MULTIPROCESSING_ENV, VLLMBackend, start_engine
-    from harness.models import tiny_random_model
+    from rlvr.harness.backends.base import GenerationRequest, SamplingParams
+    from rlvr.harness.backends.vllm_engine import MULTIPROCESSING_ENV, VLLMBackend, start_engine
+    from rlvr.harness.models import tiny_random_model
 
     assert torch.cuda.is_available(), "no CUDA GPU visible"
     out = Path(args.out)
@@ -134,10 +132,10 @@ def main() -> int:
     del forced
     os.environ.pop(MULTIPROCESSING_ENV)
 
-    from harness.benchmarks.registry import load_problems
-    from harness.benchmarks.sources import source_instructions
-    from trainers.perturb import Component
-    from trainers.vllm_population import VLLMPerturbedGenerator
+    from rlvr.harness.benchmarks.registry import load_problems
+    from rlvr.harness.benchmarks.sources import source_instructions
+    from rlvr.trainers.populations.perturb import Component
+    from rlvr.trainers.populations.vllm_weights import VLLMPerturbedGenerator
 
     problems = load_problems("arith_train")[:16]
     population = VLLMPerturbedGenerator(

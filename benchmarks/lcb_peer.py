@@ -5,7 +5,7 @@ LiveCodeBench problem.
 LiveCodeBench's runner executes programs in its own process (``reliability_guard`` is not a
 sandbox), so it only ever runs in a subprocess inside ``unshare --mount --propagation private``,
 with a scratch directory as its working directory. Ours runs through the project's benchmark
-path (``harness.grading.EvalGrader``, what ``rlvr eval --benchmarks livecodebench`` and the
+path (``rlvr.harness.grading.EvalGrader``, what ``rlvr eval --benchmarks livecodebench`` and the
 rewards use). Printed: agreement overall and per class, every disagreement, and whether it is a
 named departure (``lcb_programs.DEPARTURES``). ``--write-fixture`` stores LiveCodeBench's
 verdicts (identical over ``--runs`` runs, or the program is left out) for the conformance test.
@@ -50,7 +50,7 @@ json.dump({"passed": [bool(grades[i][0]) for i in range(len(job["programs"]))],
 
 
 def problems_by_id() -> dict[str, Any]:
-    from harness.benchmarks.registry import load_problems
+    from rlvr.harness.benchmarks.registry import load_problems
 
     return {p.id: p for p in load_problems("livecodebench")}
 
@@ -97,7 +97,7 @@ def run_livecodebench(rows: list[dict], problems: dict[str, Any], workers: int =
 
 def run_ours(rows: list[dict], problems: dict[str, Any], workers: int = 2) -> tuple[dict[str, Any], float]:
     """Our verdicts through the benchmark path, and the seconds they took (judges warm)."""
-    from harness.grading import EvalGrader
+    from rlvr.harness.grading import EvalGrader
 
     grader = EvalGrader(workers=workers)
     try:

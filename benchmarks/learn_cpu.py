@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.report_format import percent_ci as pct  # noqa: E402
+from rlvr.harness.report_format import percent_ci as pct  # noqa: E402
 
 ARITH_TOKENS = 24
 MIXED_TOKENS = 48
@@ -83,8 +83,8 @@ def _runs(steps: int, half_budget: int) -> dict[str, tuple[str, dict]]:
 
 
 def evaluate(model: str | None, benchmark: str, max_tokens: int, n: int, out: Path) -> dict:
-    from harness.eval_config import EvalConfig
-    from harness.evaluate import run_eval
+    from rlvr.harness.eval_config import EvalConfig
+    from rlvr.harness.evaluate import run_eval
 
     summary = run_eval(
         EvalConfig(
@@ -102,7 +102,7 @@ def evaluate(model: str | None, benchmark: str, max_tokens: int, n: int, out: Pa
 
 
 def outcomes(run: Path, benchmark: str) -> dict[str, list[float]]:
-    from harness.results import read_samples
+    from rlvr.harness.results import read_samples
 
     per: dict[str, list[float]] = {}
     for row in read_samples(run):
@@ -112,7 +112,7 @@ def outcomes(run: Path, benchmark: str) -> dict[str, list[float]]:
 
 
 def paired(base: Path, after: Path, benchmark: str) -> dict:
-    from harness.metrics import paired_difference
+    from rlvr.harness.metrics import paired_difference
 
     a, b = outcomes(base, benchmark), outcomes(after, benchmark)
     shared = sorted(set(a) & set(b))
@@ -162,9 +162,9 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from trainers.config import build_config
-    from trainers.loop import run_training
-    from trainers.telemetry import read_log
+    from rlvr.trainers.policy_gradient.config import build_config
+    from rlvr.trainers.policy_gradient.loop import run_training
+    from rlvr.trainers.runtime.telemetry import read_log
 
     results, board = Path(args.results), Path(args.board)
     board.mkdir(parents=True, exist_ok=True)

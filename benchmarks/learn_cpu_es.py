@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-from harness.report_format import percent_ci as pct  # noqa: E402
+from rlvr.harness.report_format import percent_ci as pct  # noqa: E402
 
 
 def mde(n: int, discordant: int, alpha: float = 0.05, power: float = 0.8) -> float | None:
@@ -79,7 +79,7 @@ def gain(entry: dict) -> str:
 
 
 def mde_cell(paired: dict | None) -> str:
-    """The MDE of a ``harness.metrics.paired_difference`` result, in points."""
+    """The MDE of a ``rlvr.harness.metrics.paired_difference`` result, in points."""
     if not paired or "n_problems" not in paired:
         return "—"
     value = mde(paired["n_problems"], paired["a_better"] + paired["b_better"])
@@ -97,7 +97,7 @@ def head_to_head(
 ) -> list[dict[str, Any]]:
     """CoRP minus every RandOpt model, paired on the same test problems (rows of
     ``test_samples.jsonl``): difference with a 95% bootstrap CI, who is better where, MDE."""
-    from harness.metrics import paired_difference
+    from rlvr.harness.metrics import paired_difference
 
     if [r["problem_id"] for r in randopt_samples] != [r["problem_id"] for r in corp_samples]:
         return []
@@ -234,7 +234,7 @@ def render(
 def finished_with(out: Path, cfg) -> bool:
     """True when ``out`` holds a finished run of this config (up to the settings a resume may
     change: none changes a completion), so its records are left as written."""
-    from harness.run_dir import changed_settings
+    from rlvr.harness.run_dir import changed_settings
 
     return (out / "report.json").is_file() and (out / "config.yaml").is_file() and not changed_settings(out, cfg)
 
@@ -287,11 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
-    import importlib
-
-    from harness.config import parse_overrides
-    from harness.errors import UserError
-    from trainers.es_config import build_es_config
+    from rlvr.harness.config import parse_overrides
+    from rlvr.harness.errors import UserError
+    from rlvr.trainers import algorithm_card
+    from rlvr.trainers.populations.config import build_es_config
 
     shared = parse_overrides(args.overrides)
     results, board = Path(args.results), Path(args.board)
@@ -335,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 if out.exists() and not args.resume:
                     shutil.rmtree(out)
-                importlib.import_module(f"trainers.{algorithm}").train(cfg, resume=args.resume)
+                algorithm_card(algorithm).train(cfg, resume=args.resume)
         if (out / "report.json").is_file():
             reports[algorithm] = json.loads((out / "report.json").read_text())
     command = shown_command(sys.argv[1:] if argv is None else argv)
@@ -355,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.errors import UserError
+    from rlvr.harness.errors import UserError
 
     try:
         sys.exit(main())

@@ -51,7 +51,7 @@ def cores() -> int:
 
 def canonical_cpu_s(rows: list[dict]) -> dict[str, float]:
     """CPU seconds of each task's canonical solution over all its inputs, in this process."""
-    from harness.benchmarks.evalplus import inputs_of, reference_program
+    from rlvr.harness.benchmarks.evalplus import inputs_of, reference_program
 
     seconds = {}
     for row in rows:

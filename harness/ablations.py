@@ -19,11 +19,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
-from harness.metrics import macro_average, paired_difference
-from harness.report_format import benchmark_label, markdown_table, percent, percent_ci
-from harness.results import read_samples, write_json
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
+from rlvr.harness.metrics import macro_average, paired_difference
+from rlvr.harness.report_format import benchmark_label, markdown_table, percent, percent_ci
+from rlvr.harness.results import read_samples, write_json
 
 TEMPLATES_DEFAULT = "qwen_math,r1,no_template,fewshot,chat"
 PRIOR_TEMPLATES_DEFAULT = "qwen_math,r1,no_template"
@@ -37,7 +37,7 @@ def _slug(text: str) -> str:
 
 def run_cells(base: EvalConfig, models: list[str | None], templates: list[str], folder: Path) -> list[dict[str, Any]]:
     """Evaluate every (model, template) cell under ``folder`` (resuming finished cells)."""
-    from harness.evaluate import print_summary, run_eval
+    from rlvr.harness.evaluate import print_summary, run_eval
 
     cells = []
     for model in models:

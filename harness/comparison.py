@@ -6,10 +6,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
-from harness.metrics import paired_difference
-from harness.report_format import benchmark_label, flatten
-from harness.results import read_samples, read_summary
+from rlvr.harness.errors import UserError
+from rlvr.harness.metrics import paired_difference
+from rlvr.harness.report_format import benchmark_label, flatten
+from rlvr.harness.results import read_samples, read_summary
 
 
 def protocol_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[Any]]:

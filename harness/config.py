@@ -6,7 +6,7 @@ the list of valid ones, and coerces every value to its field's annotated type, s
 (a string to YAML 1.1) is a float and a wrong value names its field and the type it expected.
 Commands declare their flags with ``default=argparse.SUPPRESS`` so only flags the user typed
 appear (``typed_flags``), and every command takes ``--config FILE`` and ``--set KEY=VALUE``
-(``harness.run_config.add_setting_flags``). The trainers' preset lookup plugs into ``config_layer``.
+(``rlvr.harness.run_config.add_setting_flags``). The trainers' preset lookup plugs into ``config_layer``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
 import yaml
-
-from harness.errors import UserError
+from rlvr.harness.errors import UserError
 
 T = TypeVar("T")
 

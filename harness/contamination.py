@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
-from harness.benchmarks.problems import Problem
+from rlvr.harness.benchmarks.problems import Problem
 
 NGRAM = 13
 #: A 13-gram shared by more benchmark problems than this is template text, not a copied problem.

@@ -6,16 +6,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.backends.registry import backend_names, separate_engine
-from harness.config import split_list
-from harness.errors import UserError
-from harness.run_config import Role, require, scored_settings, setting
-from harness.run_dir import default_run_path
-from sandbox.math.policy import PRESETS as MATH_PRESETS
+from rlvr.harness.backends.registry import backend_names, separate_engine
+from rlvr.harness.config import split_list
+from rlvr.harness.errors import UserError
+from rlvr.harness.run_config import Role, require, scored_settings, setting
+from rlvr.harness.run_dir import default_run_path
+from rlvr.sandbox.math.policy import PRESETS as MATH_PRESETS
 
 BACKENDS = backend_names()
 
-#: every field names its role (harness.run_config.Role), short
+#: every field names its role (rlvr.harness.run_config.Role), short
 P, R, N = Role.PROTOCOL, Role.RESULT, Role.NOT_SCORED
 EMBEDDED_MODEL = "the embedded SmolLM2-135M-Instruct"
 
@@ -23,7 +23,7 @@ EMBEDDED_MODEL = "the embedded SmolLM2-135M-Instruct"
 @dataclass
 class EvalConfig:
     """One evaluation: model x benchmarks under one protocol (template, sampling, backend).
-    ``protocol`` settings are the ones the protocol fingerprint hashes (``harness.fingerprint``);
+    ``protocol`` settings are the ones the protocol fingerprint hashes (``rlvr.harness.fingerprint``);
     ``not scored`` ones are left out of the summary's config and may change when a run resumes."""
 
     model: str | None = setting(

@@ -3,7 +3,7 @@
 The run directory is the unit of work: the same command finds the samples already written and
 generates only the rest. Each sample is graded and written as soon as it is generated, so a
 killed run loses only the samples still being written. Everything that
-changes scores is hashed into the protocol fingerprint (``harness.fingerprint``).
+changes scores is hashed into the protocol fingerprint (``rlvr.harness.fingerprint``).
 """
 
 from __future__ import annotations
@@ -15,23 +15,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import Backend, GenerationRequest, SamplingParams, sample_seed
-from harness.backends.registry import backend_spec, make_backend
-from harness.benchmarks.problems import BenchmarkSpec, Problem, data_revision
-from harness.benchmarks.registry import load_problems
-from harness.benchmarks.sources import resolve_source
-from harness.errors import UserError, note_kept
-from harness.eval_config import EvalConfig
-from harness.fingerprint import fingerprints, hardware, protocol_fields, versions
-from harness.grading import EvalGrader
-from harness.progress import EvalProgress
-from harness.ray_eval import RayEngines
-from harness.results import CONFIG, SAMPLES, SUMMARY, SampleLog, read_samples, rewrite_samples, write_json
-from harness.run_dir import RunDir, holds_file
-from harness.sample_sink import GradingSink
-from harness.summary import benchmark_metrics, format_table
-from harness.templates import Prompt, Template, load_template, pick_shots, render
-from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
+from rlvr.harness.backends.base import Backend, GenerationRequest, SamplingParams, sample_seed
+from rlvr.harness.backends.registry import backend_spec, make_backend
+from rlvr.harness.benchmarks.problems import BenchmarkSpec, Problem, data_revision
+from rlvr.harness.benchmarks.registry import load_problems
+from rlvr.harness.benchmarks.sources import resolve_source
+from rlvr.harness.errors import UserError, note_kept
+from rlvr.harness.eval_config import EvalConfig
+from rlvr.harness.fingerprint import fingerprints, hardware, protocol_fields, versions
+from rlvr.harness.grading import EvalGrader
+from rlvr.harness.progress import EvalProgress
+from rlvr.harness.ray_eval import RayEngines
+from rlvr.harness.results import CONFIG, SAMPLES, SUMMARY, SampleLog, read_samples, rewrite_samples, write_json
+from rlvr.harness.run_dir import RunDir, holds_file
+from rlvr.harness.sample_sink import GradingSink
+from rlvr.harness.summary import benchmark_metrics, format_table
+from rlvr.harness.templates import Prompt, Template, load_template, pick_shots, render
+from rlvr.sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
 
 @dataclass
@@ -84,7 +84,7 @@ def resolve_run_model(cfg: EvalConfig) -> dict[str, Any]:
         if not cfg.model:
             raise UserError(f"the {cfg.backend} backend needs --model NAME (the model id the server serves)")
         return {"name": cfg.model, "path": cfg.model, "weights_hash": None}
-    from harness.models import resolve_model, weights_hash
+    from rlvr.harness.models import resolve_model, weights_hash
 
     path, name = resolve_model(cfg.model)
     return {"name": name, "path": path, "weights_hash": weights_hash(path)}
@@ -127,7 +127,7 @@ def run_eval(cfg: EvalConfig, engine: Backend | None = None) -> dict[str, Any]:
     started = time.time()
     backend = backend_spec(cfg.backend)
     if cfg.model is None and backend.local:
-        from harness.models import EMBEDDED_NAME
+        from rlvr.harness.models import EMBEDDED_NAME
 
         cfg.model = EMBEDDED_NAME  # recorded by name, so config.yaml says what ran
     template = load_template(cfg.template, cfg.shots)

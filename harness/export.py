@@ -16,10 +16,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
-from harness.paths import inside, replace_dir
-from harness.report_format import benchmark_label, markdown_table, percent_ci
-from harness.results import CONFIG, SUMMARY, load_samples, read_summary
+from rlvr.harness.errors import UserError
+from rlvr.harness.paths import inside, replace_dir
+from rlvr.harness.report_format import benchmark_label, markdown_table, percent_ci
+from rlvr.harness.results import CONFIG, SUMMARY, load_samples, read_summary
 
 FORMATS = ("hf", "parquet", "jsonl")
 

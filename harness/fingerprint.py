@@ -4,7 +4,7 @@ The *protocol fingerprint* hashes everything that changes scores except the mode
 revision, template, sampling (n, temperature, top_p, seed), max tokens, backend and its
 version, dtype, and the verifier versions and settings. Two runs with equal fingerprints
 differ only in the model, so their numbers can share a table; leaderboards group by it.
-Each backend describes itself (``harness.backends.registry``); this module names none.
+Each backend describes itself (``rlvr.harness.backends.registry``); this module names none.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import platform
 from typing import Any
 
-from sandbox.version import CODE_VERIFIER, MATH_VERIFIER, PACKAGE_VERSION
+from rlvr.sandbox.version import CODE_VERIFIER, MATH_VERIFIER, PACKAGE_VERSION
 
 
 def digest(data: Any) -> str:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from sandbox.service import BadItem, parse_item
-from sandbox.verdict import Verdict
+from rlvr.sandbox.service import BadItem, parse_item
+from rlvr.sandbox.verdict import Verdict
 
 OUTPUT_FIELDS = ("id", "correct", "reward", "reason", "extracted", "elapsed_ms")
 #: written for every row a code verifier graded
@@ -103,7 +103,7 @@ def row_kind(row: dict[str, Any], default: str | None) -> str:
 
 def row_problem(row: dict[str, Any], kind: str) -> str:
     """Why ``row`` cannot be graded as a ``kind`` item ("" when it can), by the rules the reward
-    server reads items with (``sandbox.service.parse_item``), worded for a file's rows, with a
+    server reads items with (``rlvr.sandbox.service.parse_item``), worded for a file's rows, with a
     hint where the row's fields fit the other kind."""
     try:
         parse_item({**row, "kind": kind})

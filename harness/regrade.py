@@ -15,17 +15,17 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.config import read_yaml
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
-from harness.results import CONFIG, SAMPLES, SUMMARY, read_samples, read_summary, rewrite_samples, write_json
+from rlvr.harness.config import read_yaml
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
+from rlvr.harness.results import CONFIG, SAMPLES, SUMMARY, read_samples, read_summary, rewrite_samples, write_json
 
 GRADERS = ("ours", "math-verify")
 
 
 def load_run(run_dir: Path) -> tuple[EvalConfig, list[Any], list[dict[str, Any]]]:
-    from harness.evaluate import select_benchmarks
-    from harness.templates import load_template
+    from rlvr.harness.evaluate import select_benchmarks
+    from rlvr.harness.templates import load_template
 
     if not (run_dir / CONFIG).exists():
         raise UserError(f"{run_dir} is not a run directory (no {CONFIG}); pass the --out of an `rlvr eval` run")
@@ -61,7 +61,7 @@ def regrade(run_dir: Path, grader: str = "ours", update: bool = False, workers: 
     rows = [r for r in rows if r["id"] in problems]
     started = time.time()
     if grader == "ours":
-        from harness.grading import EvalGrader
+        from rlvr.harness.grading import EvalGrader
 
         evaluator = EvalGrader(workers or cfg.workers, cfg.math_timeout, cfg.code_limits, test_details=cfg.test_details)
         try:
@@ -146,9 +146,9 @@ def _report(
 def _rewrite(
     run_dir: Path, cfg: EvalConfig, runs: list[Any], rows: list[dict[str, Any]], new: list[dict[str, Any] | None]
 ) -> None:
-    from harness.evaluate import resolve_run_model, summarize_run
-    from harness.grading import EvalGrader
-    from harness.templates import load_template
+    from rlvr.harness.evaluate import resolve_run_model, summarize_run
+    from rlvr.harness.grading import EvalGrader
+    from rlvr.harness.templates import load_template
 
     updated = {(r["id"], r["sample_idx"]): {**r, **n} for r, n in zip(rows, new) if n is not None}
     rewrite_samples(run_dir, [updated.get((r["id"], r["sample_idx"]), r) for r in read_samples(run_dir)])

@@ -46,7 +46,7 @@ def problems_total(name: str, bench: dict[str, Any], summary: dict[str, Any] | N
     total = bench.get("n_problems_total")
     if total is None and summary and (summary.get("config") or {}).get("limit"):
         try:
-            from harness.benchmarks.registry import all_benchmarks, load_problems
+            from rlvr.harness.benchmarks.registry import all_benchmarks, load_problems
 
             if name in all_benchmarks():
                 total = len(load_problems(name))

@@ -26,14 +26,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from harness.errors import UserError
-from harness.report_format import flatten
-from harness.run_dir import CONFIG_FILE, PARTIAL_FILE
+from rlvr.harness.errors import UserError
+from rlvr.harness.report_format import flatten
+from rlvr.harness.run_dir import CONFIG_FILE, PARTIAL_FILE
 
 if TYPE_CHECKING:
     import pandas
 
-#: the run directory's files (``harness.run_dir`` names config.yaml and the partial marker)
+#: the run directory's files (``rlvr.harness.run_dir`` names config.yaml and the partial marker)
 CONFIG, PARTIAL = CONFIG_FILE, PARTIAL_FILE
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"

@@ -5,8 +5,8 @@ field's metadata carries its help text and its ``Role`` (does it change results?
 when a run resumes?), and everything else is derived from it: the command-line flags and their
 ``--help`` (``add_setting_flags``), the settings list of ``rlvr train ALGO --help``
 (``settings_help``), and through it the saved ``config.yaml`` and the one resume check
-(``harness.run_dir``), so no list of field names elsewhere has to agree with the fields.
-Reading values (YAML files, layering, type coercion) is ``harness.config``'s job.
+(``rlvr.harness.run_dir``), so no list of field names elsewhere has to agree with the fields.
+Reading values (YAML files, layering, type coercion) is ``rlvr.harness.config``'s job.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
-
-from harness.errors import UserError
+from rlvr.harness.errors import UserError
 
 
 class Role(enum.Enum):
@@ -171,7 +170,7 @@ def add_setting_flags(
 ) -> None:
     """One flag per field of ``cls`` (less ``exclude``), under argument groups in ``groups``
     order (default: the fields' own, in field order). Every flag defaults to ``argparse.SUPPRESS``,
-    so only the flags the user typed override a YAML config (``harness.config.typed_flags``). The
+    so only the flags the user typed override a YAML config (``rlvr.harness.config.typed_flags``). The
     help is the field's, with its default (``shown_defaults`` when a command's own defaults differ)
     and a not-scored mark. A boolean that defaults to true also gets its ``--no-`` flag."""
     hints = typing.get_type_hints(cls)
@@ -211,7 +210,7 @@ def add_setting_flags(
 
 def add_config_flags(parser: argparse.ArgumentParser, config_help: str) -> None:
     """``--config`` and ``--set KEY=VALUE``, the two layers every command that runs something
-    takes beside its typed flags (``harness.config.resolve_config`` reads them)."""
+    takes beside its typed flags (``rlvr.harness.config.resolve_config`` reads them)."""
     group = parser.add_argument_group("configuration")
     group.add_argument("--config", default=argparse.SUPPRESS, help=config_help)
     group.add_argument(

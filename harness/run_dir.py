@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import yaml
-
-from harness.config import read_yaml
-from harness.errors import UserError
-from harness.paths import output_dir
-from harness.run_config import meaning
+from rlvr.harness.config import read_yaml
+from rlvr.harness.errors import UserError
+from rlvr.harness.paths import output_dir
+from rlvr.harness.run_config import meaning
 
 #: the file a run directory keeps its resolved settings in
 CONFIG_FILE = "config.yaml"

@@ -11,12 +11,12 @@ import threading
 import time
 from typing import Any
 
-from harness.backends.base import GenerationRequest
-from harness.benchmarks.problems import Problem
-from harness.grading import EvalGrader
-from harness.progress import EvalProgress
-from harness.results import SampleLog
-from harness.templates import Template
+from rlvr.harness.backends.base import GenerationRequest
+from rlvr.harness.benchmarks.problems import Problem
+from rlvr.harness.grading import EvalGrader
+from rlvr.harness.progress import EvalProgress
+from rlvr.harness.results import SampleLog
+from rlvr.harness.templates import Template
 
 
 class GradingSink:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.errors import UserError
-from harness.results import CONFIG, PARTIAL, SAMPLES, SUMMARY, read_jsonl, read_summary
+from rlvr.harness.errors import UserError
+from rlvr.harness.results import CONFIG, PARTIAL, SAMPLES, SUMMARY, read_jsonl, read_summary
 
 
 @dataclass
@@ -90,10 +90,10 @@ def _problems(run_dir: Path, notes: list[str]) -> dict[str, Any]:
     if not (run_dir / CONFIG).is_file():
         return {}
     try:
-        from harness.config import read_yaml
-        from harness.eval_config import EvalConfig
-        from harness.evaluate import select_benchmarks
-        from harness.templates import load_template
+        from rlvr.harness.config import read_yaml
+        from rlvr.harness.eval_config import EvalConfig
+        from rlvr.harness.evaluate import select_benchmarks
+        from rlvr.harness.templates import load_template
 
         cfg = EvalConfig(**read_yaml(run_dir / CONFIG))
         cfg.limit = None
@@ -149,7 +149,7 @@ def check_filters(view: RunView, benchmark: str | None, reason: str | None) -> N
     unknown = [b for b in _split(benchmark) if b not in present]
     if unknown:
         raise UserError(f"--benchmark {', '.join(unknown)}: not in this run; it has {', '.join(present)}")
-    from sandbox.verdict import UNVERIFIABLE_REASONS
+    from rlvr.sandbox.verdict import UNVERIFIABLE_REASONS
 
     known = {"ok", "wrong_answer", "no_answer", "unparseable", "bad_input", *UNVERIFIABLE_REASONS}
     known |= {"time_limit", "memory_limit", "output_limit", "runtime_error", "compile_error", "no_code"}

@@ -5,7 +5,7 @@
 ``truncation_rate``, ``no_answer_rate``, ``timeout_rate``, ``grader_error_rate``, ``answer_rate``,
 ``length`` (tokens, for correct / incorrect / all samples), ``length_histogram`` (20 bins over
 the token budget, correct vs incorrect) and ``reflection`` (self-reflection keyword rates, see
-``harness.reflection``). These names are a contract: leaderboards are built from them alone.
+``rlvr.harness.reflection``). These names are a contract: leaderboards are built from them alone.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Sequence
 
-from harness.metrics import bootstrap_mean, length_stats, maj_at_k_problem, mean_at_n, pass_at_ks
-from harness.reflection import reflection_rates
-from harness.report_format import benchmark_label, percent_ci
+from rlvr.harness.metrics import bootstrap_mean, length_stats, maj_at_k_problem, mean_at_n, pass_at_ks
+from rlvr.harness.reflection import reflection_rates
+from rlvr.harness.report_format import benchmark_label, percent_ci
 
 NO_ANSWER = {"no_answer", "no_code"}
 TIMEOUT = {"timeout"}  # the math grader hit its deadline (a code time_limit is the program's)

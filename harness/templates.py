@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence, Union
 
-from harness.errors import UserError
+from rlvr.harness.errors import UserError
 
 Prompt = Union[str, list[dict[str, str]]]
 

@@ -2,8 +2,8 @@
 
 Public API::
 
-    from sandbox import verify_math, verify_math_batch, Verdict, MathGrader, MathPolicy
-    from sandbox import verify_code, verify_code_batch, CodeGrader, Limits
+    from rlvr.sandbox import verify_math, verify_math_batch, Verdict, MathGrader, MathPolicy
+    from rlvr.sandbox import verify_code, verify_code_batch, CodeGrader, Limits
 
 Names load on first use, so a process that needs only one verifier (a sandboxing judge that
 forks per test, say) does not pay for the other. This package imports nothing from
@@ -13,29 +13,29 @@ forks per test, say) does not pay for the other. This package imports nothing fr
 from importlib import import_module
 from typing import Any
 
-from sandbox.verdict import CODE_REASONS, MATH_REASONS, UNVERIFIABLE_REASONS, Verdict
-from sandbox.version import CODE_VERIFIER, MATH_VERIFIER, PACKAGE_VERSION
+from rlvr.sandbox.verdict import CODE_REASONS, MATH_REASONS, UNVERIFIABLE_REASONS, Verdict
+from rlvr.sandbox.version import CODE_VERIFIER, MATH_VERIFIER, PACKAGE_VERSION
 
 __version__ = PACKAGE_VERSION
 
 _LAZY = {
-    "GoldSpec": "sandbox.math.policy",
-    "MathPolicy": "sandbox.math.policy",
-    "MathGrader": "sandbox.math.verify",
-    "default_grader": "sandbox.math.verify",
-    "verify_math": "sandbox.math.verify",
-    "verify_math_batch": "sandbox.math.verify",
-    "CodeGrader": "sandbox.code.verify",
-    "default_code_grader": "sandbox.code.verify",
-    "verify_code": "sandbox.code.verify",
-    "verify_code_batch": "sandbox.code.verify",
-    "Limits": "sandbox.code.limits",
+    "GoldSpec": "rlvr.sandbox.math.policy",
+    "MathPolicy": "rlvr.sandbox.math.policy",
+    "MathGrader": "rlvr.sandbox.math.verify",
+    "default_grader": "rlvr.sandbox.math.verify",
+    "verify_math": "rlvr.sandbox.math.verify",
+    "verify_math_batch": "rlvr.sandbox.math.verify",
+    "CodeGrader": "rlvr.sandbox.code.verify",
+    "default_code_grader": "rlvr.sandbox.code.verify",
+    "verify_code": "rlvr.sandbox.code.verify",
+    "verify_code_batch": "rlvr.sandbox.code.verify",
+    "Limits": "rlvr.sandbox.code.rules.limits",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name == "MATH_POLICIES":
-        return import_module("sandbox.math.policy").PRESETS
+        return import_module("rlvr.sandbox.math.policy").PRESETS
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'sandbox' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """``Grader``: the shape every batch grader shares, whatever it takes and returns.
 
-``GradingService`` (parsed items -> verdicts), ``harness.grading.EvalGrader`` ((problem,
+``GradingService`` (parsed items -> verdicts), ``rlvr.harness.grading.EvalGrader`` ((problem,
 completion) pairs -> verdicts), ``RayGrader`` (wire rows -> verdicts), its ``GraderActor`` and
 ``RewardClient`` (wire rows -> verdict dicts) all grade a batch as one call: one result per
 item, in the items' order. Code that only needs that (a rollout worker, a reward adapter) asks

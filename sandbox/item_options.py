@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from sandbox.code.compare import Comparison
-from sandbox.code.languages import LANGUAGES, get_language
-from sandbox.code.limits import Limits
-from sandbox.math.policy import PRESETS, MathPolicy, resolve_policy
+from rlvr.sandbox.code.judging.compare import Comparison
+from rlvr.sandbox.code.rules.languages import LANGUAGES, get_language
+from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.math.policy import PRESETS, MathPolicy, resolve_policy
 
 
 class BadOption(ValueError):

@@ -29,7 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sandbox.wire import (
+from rlvr.sandbox.wire import (
     MAX_MESSAGE,
     Deadline,
     WorkerCrashed,

@@ -11,7 +11,7 @@ gold and the options, so a repeat is answered from an LRU. A code verdict is wha
 program gave this time; a program whose behaviour varies (it guesses, reads the clock) must be
 run again on every request, or one lucky pass would be paid out forever.
 
-What is shown: on reward paths ``detail`` is ``sandbox.verdict.redact``-ed (reason, first
+What is shown: on reward paths ``detail`` is ``rlvr.sandbox.verdict.redact``-ed (reason, first
 failing test and counts only), so no hidden expected value reaches a policy; evaluation logs
 ask for the judge's own text with ``test_details=True``.
 """
@@ -25,13 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.code.limits import Limits
-from sandbox.code.testcases import PreparedTests
-from sandbox.code.verify import CodeGrader
-from sandbox.item_options import BadOption, check_code_options, check_math_options
-from sandbox.math.verify import MathGrader
-from sandbox.verdict import NOT_RUN, OVERRUN, Verdict, redact
-from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
+from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.rules.testcases import PreparedTests
+from rlvr.sandbox.code.verify import CodeGrader
+from rlvr.sandbox.item_options import BadOption, check_code_options, check_math_options
+from rlvr.sandbox.math.verify import MathGrader
+from rlvr.sandbox.verdict import NOT_RUN, OVERRUN, Verdict, redact
+from rlvr.sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
 KINDS = ("math", "code")
 #: How long past its own budget a code item may hold a judge before the service stops waiting.

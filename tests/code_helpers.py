@@ -59,7 +59,7 @@ def process_count() -> int:
 
 def sandbox_processes() -> list[int]:
     """Processes running as a sandbox uid (there must be none between submissions)."""
-    from sandbox.code.isolation import SANDBOX_UID_BASE
+    from rlvr.sandbox.code.isolation.primitives import SANDBOX_UID_BASE
 
     found = []
     for name in os.listdir("/proc"):
@@ -92,7 +92,7 @@ def zombies() -> list[int]:
 def checked_grader():
     """A warmed ``CodeGrader`` of two workers for a module's fixture; once the module is done, no
     sandbox process and no zombie may be left behind."""
-    from sandbox import CodeGrader
+    from rlvr.sandbox import CodeGrader
 
     grader = CodeGrader(workers=2)
     grader.warm_up()

@@ -9,9 +9,9 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
-    """A tiny random Llama with the real tokenizer (see ``harness.models.tiny_random_model``):
+    """A tiny random Llama with the real tokenizer (see ``rlvr.harness.models.tiny_random_model``):
     trainer and population mechanics run on it in seconds."""
-    from harness.models import tiny_random_model
+    from rlvr.harness.models import tiny_random_model
 
     return str(tiny_random_model(tmp_path_factory.mktemp("tiny-model") / "tiny-llama", favoured="01234"))
 

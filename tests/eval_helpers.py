@@ -14,7 +14,7 @@ SMALL = ["--limit", "2", "--n", "2", "--temperature", "0.8", "--max-tokens", "24
 
 def rlvr(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "rlvr.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -33,7 +33,7 @@ def grade_cases(cases: list[dict]) -> list[dict]:
         src.write_text(
             "".join(json.dumps({"id": c["id"], "completion": c["response"], "answer": c["gold"]}) + "\n" for c in cases)
         )
-        cmd = [sys.executable, "-m", "cli", "grade", "--kind", "math", "--input", str(src)]
+        cmd = [sys.executable, "-m", "rlvr.cli", "grade", "--kind", "math", "--input", str(src)]
         proc = subprocess.run(
             [*cmd, "--output", str(out), "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=600
         )

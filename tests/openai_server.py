@@ -23,13 +23,13 @@ def build_app(model_dir, fail_first, fail_status, delay):
     app = FastAPI()
     backend = None
     if model_dir:
-        from harness.backends.hf import HFBackend
+        from rlvr.harness.backends.hf import HFBackend
 
         backend = HFBackend(model_dir, batch_size=4)
     gen_lock = threading.Lock()
 
     def generate(prompt, body):
-        from harness.backends.base import GenerationRequest, SamplingParams
+        from rlvr.harness.backends.base import GenerationRequest, SamplingParams
 
         seed = int(body.get("seed") or 0)
         stop = tuple(body.get("stop") or ())

@@ -9,11 +9,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from unittest import mock
 
+import rlvr.trainers.policy_gradient.update as update
 import torch
-
-import trainers.update as update
-from trainers.config import TrainConfig
-from trainers.update import Batch, policy_update
+from rlvr.trainers.policy_gradient.config import TrainConfig
+from rlvr.trainers.policy_gradient.update import Batch, policy_update
 
 
 @dataclass

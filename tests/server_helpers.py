@@ -25,7 +25,7 @@ class Server:
         self.log_path = f"/tmp/rlvr-serve-{self.port}.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "serve", "--port", str(self.port), "--workers", "2", *args],
+            [sys.executable, "-m", "rlvr.cli", "serve", "--port", str(self.port), "--workers", "2", *args],
             cwd=ROOT,
             stdout=self.log,
             stderr=subprocess.STDOUT,

@@ -6,7 +6,7 @@ that much CPU, as a warming worker does between requests."""
 import os
 import time
 
-from sandbox.pool import renew_budget, serve
+from rlvr.sandbox.pool import renew_budget, serve
 
 
 def spin(seconds):

@@ -6,11 +6,10 @@ import json
 
 import pytest
 from fixtures.lcb_solutions import SOLUTIONS
-
-from harness.benchmarks.custom import load_custom, parse_fields
-from harness.benchmarks.registry import all_benchmarks, get_benchmark, load_problems
-from harness.errors import UserError
-from harness.grading import EvalGrader
+from rlvr.harness.benchmarks.custom import load_custom, parse_fields
+from rlvr.harness.benchmarks.registry import all_benchmarks, get_benchmark, load_problems
+from rlvr.harness.errors import UserError
+from rlvr.harness.grading import EvalGrader
 
 SIZES = {
     "aime2024": 30,

@@ -6,7 +6,7 @@ import sys
 
 from conftest import ROOT
 
-RLVR = [sys.executable, "-m", "cli"]
+RLVR = [sys.executable, "-m", "rlvr.cli"]
 
 
 def run(*args, stdin=None):

@@ -11,9 +11,8 @@ tolerance on, 1e-6, for the rest of its group).
 
 import numpy as np
 import pytest
-
-from sandbox.code.compare import Comparison, ResultJudge, stdout_matches
-from sandbox.code.values import encode
+from rlvr.sandbox.code.judging.compare import Comparison, ResultJudge, stdout_matches
+from rlvr.sandbox.code.running.values import encode
 
 
 # ---- LiveCodeBench: stdin -------------------------------------------------------------------

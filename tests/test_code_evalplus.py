@@ -1,4 +1,4 @@
-"""HumanEval+ and MBPP+ through the project's benchmark path (``harness.grading.EvalGrader``):
+"""HumanEval+ and MBPP+ through the project's benchmark path (``rlvr.harness.grading.EvalGrader``):
 every canonical solution passes all of its inputs, a mutated one fails, and verdicts agree with
 EvalPlus 0.3.1's own evaluator program by program.
 
@@ -16,9 +16,8 @@ import sys
 
 import pytest
 from conftest import ROOT
-
-from harness.benchmarks.registry import load_problems
-from harness.grading import EvalGrader
+from rlvr.harness.benchmarks.registry import load_problems
+from rlvr.harness.grading import EvalGrader
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from code_mutants import PEER_WRONG, PEER_WRONG_TASKS  # noqa: E402

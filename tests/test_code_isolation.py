@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from code_helpers import sandbox_processes, zombies
 from conftest import ROOT
-
-from sandbox import CodeGrader
+from rlvr.sandbox import CodeGrader
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +205,7 @@ def _can_run_as_nobody() -> bool:
 )
 def test_non_root_callers_are_refused_not_run_unsafely():
     script = (
-        "from sandbox import verify_code\nv = verify_code('print(1)', [{'input': '', 'output': "
+        "from rlvr.sandbox import verify_code\nv = verify_code('print(1)', [{'input': '', 'output': "
         "'1'}])\nprint(v.reason)\nprint(v.detail)\n"
     )
     proc = subprocess.run(
@@ -225,7 +224,7 @@ def test_non_root_callers_are_refused_not_run_unsafely():
 def test_packages_under_tmp_are_reachable_inside_the_sandbox():
     """The sandbox covers /tmp with its own tmpfs: bind sources under /tmp (a CI checkout's
     virtual environment) must still be bound in (before the fix every code test there failed)."""
-    from sandbox.code.isolation import CLONE_NEWNS, RootLayout, build_root, default_layout, unshare
+    from rlvr.sandbox.code.isolation.primitives import CLONE_NEWNS, RootLayout, build_root, default_layout, unshare
 
     if os.getuid() != 0:
         pytest.skip("building a sandbox root needs root (as the sandbox itself does)")

@@ -1,5 +1,5 @@
 """LiveCodeBench graded as LiveCodeBench's own runner grades it, through the project's benchmark
-path (``harness.grading.EvalGrader``, what ``rlvr eval --benchmarks livecodebench`` uses).
+path (``rlvr.harness.grading.EvalGrader``, what ``rlvr eval --benchmarks livecodebench`` uses).
 
 ``tests/fixtures/livecodebench_verdicts.jsonl`` holds programs over every shipped LiveCodeBench
 problem (one correct by construction per problem, mutants of output format, return types,
@@ -17,9 +17,8 @@ import sys
 
 import pytest
 from conftest import ROOT
-
-from harness.benchmarks.registry import load_problems
-from harness.grading import EvalGrader
+from rlvr.harness.benchmarks.registry import load_problems
+from rlvr.harness.grading import EvalGrader
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from lcb_programs import DEPARTURES, SLOW  # noqa: E402

@@ -1,4 +1,4 @@
-"""What the supervisor keeps of a program's output (``sandbox.code.output``): stdout of a graded
+"""What the supervisor keeps of a program's output (``rlvr.sandbox.code.running.output``): stdout of a graded
 stdin test is kept in the form LiveCodeBench's ``grade_stdio`` reads, built on the stream, so
 whitespace the comparison ignores costs nothing against the cap and the verdict is the one the
 whole output would get."""
@@ -7,9 +7,8 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from sandbox.code.compare import stdout_matches
-from sandbox.code.output import (
+from rlvr.sandbox.code.judging.compare import stdout_matches
+from rlvr.sandbox.code.running.output import (
     SANDBOX_RUN,
     Capped,
     StrippedLines,

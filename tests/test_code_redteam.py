@@ -15,9 +15,8 @@ import time
 
 import pytest
 from code_helpers import sandbox_processes, zombies
-
-from sandbox import CodeGrader
-from sandbox.code.limits import Limits
+from rlvr.sandbox import CodeGrader
+from rlvr.sandbox.code.rules.limits import Limits
 
 SECRET_FILE = secrets.token_hex(16)
 SECRET_ENV = secrets.token_hex(16)
@@ -238,7 +237,7 @@ def test_forged_bytes_on_the_result_channel(grader):
 
 
 def test_a_forged_correct_looking_answer_still_has_to_be_correct(grader):
-    from sandbox.code.values import encode
+    from rlvr.sandbox.code.running.values import encode
 
     blob = encode(42)
     # inside the call the child has already said S: the forgery says "returned" and a value

@@ -15,9 +15,8 @@ import time
 
 import pytest
 from code_helpers import checked_grader, verdict
-
-from sandbox.code import values
-from sandbox.code.testcases import call_args, encode_b64
+from rlvr.sandbox.code.rules.testcases import call_args, encode_b64
+from rlvr.sandbox.code.running import values
 
 U32 = struct.Struct("!I")
 
@@ -229,8 +228,8 @@ def test_honest_programs_the_verifier_used_to_fail(grader):
 def test_a_function_that_shadows_a_builtin_can_pass():
     """Mbpp/126 defines ``sum``: the benchmark names it as the entry point, so the asserts'
     ``sum`` is the program's."""
-    from harness.benchmarks.registry import load_problems
-    from sandbox import verify_code
+    from rlvr.harness.benchmarks.registry import load_problems
+    from rlvr.sandbox import verify_code
 
     (problem,) = [p for p in load_problems("mbpp") if p.id.endswith("/126")]
     assert problem.gold["fn_name"] == "sum"

@@ -20,10 +20,9 @@ import pytest
 from code_helpers import checked_grader, verdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rlvr.sandbox.code.rules.extract import check_python_syntax
+from rlvr.sandbox.code.running.channels import BatchReader
 from server_helpers import Server
-
-from sandbox.code.channels import BatchReader
-from sandbox.code.extract import check_python_syntax
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +177,7 @@ def burn(seconds):
 CODEC_ROUTES = {
     "patched send": BURN
     + """
-child = sys.modules["sandbox.code.child"]
+child = sys.modules["rlvr.sandbox.code.isolation.child"]
 real = child._send
 pending = []
 def patched(fd, data):

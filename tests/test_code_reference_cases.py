@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 from code_helpers import CASES, allowed_reasons, case_item, sandbox_processes, zombies
-
-from sandbox import CodeGrader
+from rlvr.sandbox import CodeGrader
 
 
 def verify_item(grader, item):

@@ -8,14 +8,13 @@ from conftest import ROOT
 from fixtures.lcb_solutions import CPP_SOLUTIONS, SOLUTIONS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from sandbox import CODE_REASONS, CodeGrader
-from sandbox.code.compare import stdout_matches
-from sandbox.code.decoding import decode
-from sandbox.code.extract import extract_program
-from sandbox.code.languages import LANGUAGES, get_language
-from sandbox.code.limits import Limits
-from sandbox.code.testcases import BadTests, normalize_tests
+from rlvr.sandbox import CODE_REASONS, CodeGrader
+from rlvr.sandbox.code.judging.compare import stdout_matches
+from rlvr.sandbox.code.judging.decoding import decode
+from rlvr.sandbox.code.rules.extract import extract_program
+from rlvr.sandbox.code.rules.languages import LANGUAGES, get_language
+from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.rules.testcases import BadTests, normalize_tests
 
 PY = LANGUAGES["python"]
 LCB = {
@@ -297,7 +296,7 @@ def test_prelude_goes_after_future_imports(grader):
 
 
 def _code_in_child(_):
-    from sandbox import verify_code
+    from rlvr.sandbox import verify_code
 
     return verify_code("```python\nprint(int(input()) * 2)\n```", [{"input": "21\n", "output": "42\n"}]).correct
 
@@ -305,7 +304,7 @@ def _code_in_child(_):
 def test_default_grader_works_in_a_forked_child_after_use_in_the_parent():
     import multiprocessing
 
-    from sandbox import verify_code
+    from rlvr.sandbox import verify_code
 
     assert verify_code("```python\nprint(1)\n```", [{"input": "", "output": "1\n"}]).correct
     with multiprocessing.get_context("fork").Pool(2) as pool:

@@ -1,6 +1,6 @@
 """What a reused slot (network namespace + cgroup) and the per-sandbox namespaces guarantee.
 
-A slot is reused from one sandbox to the next (``sandbox.code.slots``), never held by two at
+A slot is reused from one sandbox to the next (``rlvr.sandbox.code.isolation.slots``), never held by two at
 once; each sandbox still gets fresh PID, mount, IPC and UTS namespaces, ``/tmp``, ``/prog`` and
 ``/proc``. Each test here fails when one of those guarantees is broken.
 """
@@ -11,11 +11,10 @@ import socket
 import time
 
 import pytest
-
-from sandbox import CodeGrader
-from sandbox.code.cgroups import Cgroups
-from sandbox.code.isolation import CLONE_NEWNET, setns
-from sandbox.code.slots import Slots
+from rlvr.sandbox import CodeGrader
+from rlvr.sandbox.code.isolation.cgroups import Cgroups
+from rlvr.sandbox.code.isolation.primitives import CLONE_NEWNET, setns
+from rlvr.sandbox.code.isolation.slots import Slots
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="slots need root (as the sandbox does)")
 

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from sandbox.code.decoding import Decoder, decode, plain_encoded, safe_set, shallow_is_floats
-from sandbox.code.values import SET, Encoder, MalformedValue, Opaque, Unencodable, _varuint, encode
+from rlvr.sandbox.code.judging.decoding import Decoder, decode, plain_encoded, safe_set, shallow_is_floats
+from rlvr.sandbox.code.running.values import SET, Encoder, MalformedValue, Opaque, Unencodable, _varuint, encode
 
 scalars = st.one_of(
     st.none(),

@@ -5,12 +5,11 @@ import pytest
 from eval_helpers import rlvr
 from hypothesis import given
 from hypothesis import strategies as st
-
-from harness.config import build_settings, coerce_settings, parse_overrides, read_yaml
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
-from trainers.config import TrainConfig, build_config
-from trainers.es_config import ESConfig, build_es_config
+from rlvr.harness.config import build_settings, coerce_settings, parse_overrides, read_yaml
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
+from rlvr.trainers.policy_gradient.config import TrainConfig, build_config
+from rlvr.trainers.populations.config import ESConfig, build_es_config
 
 
 def test_set_values_take_the_fields_type():

@@ -10,10 +10,9 @@ import pytest
 from eval_helpers import rlvr
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from harness.benchmarks.problems import Problem
-from harness.benchmarks.registry import load_problems
-from harness.contamination import BenchmarkIndex, contamination_report, normalise
+from rlvr.harness.benchmarks.problems import Problem
+from rlvr.harness.benchmarks.registry import load_problems
+from rlvr.harness.contamination import BenchmarkIndex, contamination_report, normalise
 
 
 def _filler(i: int) -> dict:

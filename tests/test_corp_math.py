@@ -7,8 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from trainers.corp_ops import (
+from rlvr.trainers.populations.corp_ops import (
     KeySpace,
     best_sigma,
     cloud_stats,
@@ -32,7 +31,7 @@ from trainers.corp_ops import (
     update_isotropic_share,
     zscore,
 )
-from trainers.perturb import Component, Perturber, merge_components, spec_from_json, spec_to_json
+from rlvr.trainers.populations.perturb import Component, Perturber, merge_components, spec_from_json, spec_to_json
 
 
 # ---------------------------------------------------------------- Stage 0 / RandOpt sampling

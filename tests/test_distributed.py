@@ -3,7 +3,7 @@ the same batches: DDP (Dr. GRPO) and FSDP2 (DAPO: dynamic sampling, token-mean l
 with a sharded reference, and a minibatch one rank has no group of) end with the single-process
 weights (atol 1e-5) and log the same metrics every step; a rank killed mid-step ends the run
 promptly with a one-line message, and ``--resume`` then gives the uninterrupted run's weights
-bit for bit; the exported Hugging Face directory loads with ``harness.backends.hf.load_model``;
+bit for bit; the exported Hugging Face directory loads with ``rlvr.harness.backends.hf.load_model``;
 one process resumes a sharded checkpoint. Unit checks: groups split whole and balanced, local
 token weights rescaled to the global normalisation for every aggregation."""
 
@@ -19,16 +19,15 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT
+from rlvr.harness.errors import UserError
+from rlvr.trainers.policy_gradient.config import build_config
+from rlvr.trainers.policy_gradient.distributed_rows import Shard, split_groups
+from rlvr.trainers.policy_gradient.loop import run_training
+from rlvr.trainers.policy_gradient.losses import AGGREGATIONS, token_weights
+from rlvr.trainers.runtime.checkpoint import load_trainer_state
+from rlvr.trainers.runtime.distributed import FAIL_ENV, TIMEOUT_ENV
+from rlvr.trainers.runtime.telemetry import read_log
 from safetensors.torch import load_file
-
-from harness.errors import UserError
-from trainers.checkpoint import load_trainer_state
-from trainers.config import build_config
-from trainers.distributed import FAIL_ENV, TIMEOUT_ENV
-from trainers.distributed_rows import Shard, split_groups
-from trainers.loop import run_training
-from trainers.losses import AGGREGATIONS, token_weights
-from trainers.telemetry import read_log
 
 TIMINGS = {"time_generate", "time_score", "time_learn", "time_sync", "time_probe", "tokens_per_s"}
 STEPS = 3
@@ -61,7 +60,7 @@ def _torchrun(
     sets = [a for key, value in settings.items() for a in ("--set", f"{key}={value}")]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
     command = command[:1] if nproc is None else command
-    command += ["-m", "cli", "train", algorithm, "--config", "cpu-demo", "--model", model]
+    command += ["-m", "rlvr.cli", "train", algorithm, "--config", "cpu-demo", "--model", model]
     command += ["--out", str(out), "--max-steps", str(STEPS), "--no-progress", *sets] + ["--resume"] * resume
     return subprocess.run(
         command,
@@ -233,7 +232,7 @@ def test_row_based_aggregations_over_an_uneven_split_make_the_single_process_upd
 
 @pytest.mark.slow
 def test_the_exported_checkpoint_loads_and_one_process_resumes_a_sharded_one(ddp, tiny_model):
-    from harness.backends.hf import load_model
+    from rlvr.harness.backends.hf import load_model
 
     final = ddp["out"] / f"checkpoint-{STEPS:06d}"
     assert (final / "dcp" / ".metadata").exists() and (final / "config.json").exists()

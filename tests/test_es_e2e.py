@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 import torch
 from eval_helpers import rlvr
+from rlvr.harness.benchmarks.problems import Problem
+from rlvr.harness.grading import EvalGrader
+from rlvr.trainers.populations.randopt import ensemble, majority_vote
+from rlvr.trainers.populations.scoring import Scored
 from safetensors.torch import load_file
-
-from harness.benchmarks.problems import Problem
-from harness.grading import EvalGrader
-from trainers.population import Scored
-from trainers.randopt import ensemble, majority_vote
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +58,9 @@ def test_ensemble_takes_the_voted_answers_own_verdict(grader):
 
 @pytest.mark.slow
 def test_worker_processes_score_like_this_process(tiny_model):
-    from harness.benchmarks.sources import resolve_source, source_instructions
-    from trainers.perturb import Component
-    from trainers.population import PopulationScorer
+    from rlvr.harness.benchmarks.sources import resolve_source, source_instructions
+    from rlvr.trainers.populations.perturb import Component
+    from rlvr.trainers.populations.scoring import PopulationScorer
 
     problems = resolve_source("arith_train").problems[:3]
     args = (tiny_model, "chat", source_instructions(["arith_train"]), 8, 8, "float32", 0.0)
@@ -201,8 +200,8 @@ def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoin
     else:
         assert round_line["holdout_gate"] is None and not round_line["accepted"]
     # spec.json alone (base + seeds/σ/weights) rebuilds the merged checkpoint bit for bit
-    from harness.backends.hf import load_model
-    from trainers.perturb import Perturber, spec_from_json
+    from rlvr.harness.backends.hf import load_model
+    from rlvr.trainers.populations.perturb import Perturber, spec_from_json
 
     spec = json.loads((out / "spec.json").read_text())
     assert spec["base_model"] == "tiny-llama" and spec["noise_dtype"] == "float32" and spec["noise_device"] == "cpu"
@@ -238,7 +237,7 @@ def test_corp_two_perturbations_end_to_end_and_the_spec_reproduces_the_checkpoin
 
 
 def test_corp_presets_gate_both_stages_on_the_holdout_split():
-    from trainers.es_config import build_es_config
+    from rlvr.trainers.populations.config import build_es_config
 
     for preset in ("cpu-demo", "paper"):  # the release gates neither on data that chose nothing
         assert build_es_config("corp", preset, {}).holdout_gate_stages == [1, 2]
@@ -264,9 +263,8 @@ def test_learn_cpu_es_reuses_a_finished_run_when_only_the_noise_cache_or_workers
     import importlib.util
 
     from conftest import ROOT
-
-    from harness.run_dir import save_config
-    from trainers.es_config import build_es_config
+    from rlvr.harness.run_dir import save_config
+    from rlvr.trainers.populations.config import build_es_config
 
     spec = importlib.util.spec_from_file_location("learn_cpu_es", ROOT / "benchmarks" / "learn_cpu_es.py")
     script = importlib.util.module_from_spec(spec)

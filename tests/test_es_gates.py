@@ -11,21 +11,20 @@ import numpy as np
 import pytest
 import torch
 from conftest import ROOT
-
-from harness.benchmarks.problems import Problem
-from harness.errors import UserError
-from trainers.corp_ops import (
+from rlvr.harness.benchmarks.problems import Problem
+from rlvr.harness.errors import UserError
+from rlvr.trainers.populations.config import ESConfig, build_es_config
+from rlvr.trainers.populations.corp_ops import (
     KeySpace,
     cloud_stats,
     expected_low_rank_share,
     holdout_gate,
     local_amplitudes,
 )
-from trainers.corp_stage1 import stage1, stage1_holdout_gate
-from trainers.corp_stage2 import Centre, Stage2Data, stage2, support_halves
-from trainers.es_config import ESConfig, build_es_config
-from trainers.perturb import Component, Perturber, spec_to_json
-from trainers.population import Scored
+from rlvr.trainers.populations.corp_stage1 import stage1, stage1_holdout_gate
+from rlvr.trainers.populations.corp_stage2 import Centre, Stage2Data, stage2, support_halves
+from rlvr.trainers.populations.perturb import Component, Perturber, spec_to_json
+from rlvr.trainers.populations.scoring import Scored
 
 
 def _problems(split: str, n: int) -> list[Problem]:
@@ -147,8 +146,8 @@ def test_stage1_merge_that_wins_on_the_probe_is_kept_only_if_it_beats_the_base_o
 def test_corp_search_ships_the_stage1_merge_only_through_the_holdout_gate(tmp_path, monkeypatch, better_on_holdout):
     """The whole CoRP search on a scripted scorer: every perturbed model wins on the support and
     the probe; on the hold-out split it ties the base or beats it."""
-    import trainers.corp as corp
-    from trainers.es_loop import SearchRun, Splits
+    import rlvr.trainers.populations.corp as corp
+    from rlvr.trainers.populations.loop import SearchRun, Splits
 
     saved = {}
     monkeypatch.setattr(corp, "save_consolidated", lambda out, spec, *args, **kw: saved.update(spec=spec))
@@ -219,7 +218,7 @@ def test_the_holdout_gate_is_on_in_every_preset():
 
 # ---------------------------------------------------------------- splits
 def test_support_probe_holdout_and_test_are_disjoint_and_the_holdout_chose_nothing():
-    from trainers.es_loop import load_splits
+    from rlvr.trainers.populations.loop import load_splits
 
     cfg = build_es_config("corp", "cpu-demo", {"test_source": "arith_test1k"})
     splits = load_splits(cfg)
@@ -247,8 +246,8 @@ def test_support_probe_holdout_and_test_are_disjoint_and_the_holdout_chose_nothi
 
 
 def test_arith_test1k_has_1010_held_out_problems_none_from_training():
-    from harness.benchmarks.registry import get_benchmark
-    from harness.benchmarks.sources import resolve_source
+    from rlvr.harness.benchmarks.registry import get_benchmark
+    from rlvr.harness.benchmarks.sources import resolve_source
 
     test = resolve_source("arith_test1k").problems
     train = resolve_source("arith_train").problems
@@ -380,9 +379,8 @@ def test_the_readme_equal_budget_command_resolves_to_the_papers_sigmas_and_the_1
     import shlex
 
     from doc_pages import doc_text
-
-    from harness.config import parse_overrides
-    from trainers.es_loop import load_splits
+    from rlvr.harness.config import parse_overrides
+    from rlvr.trainers.populations.loop import load_splits
 
     text = doc_text()
     command = "--equal-budget" + text.split("python benchmarks/learn_cpu_es.py --equal-budget", 1)[1].split("\n\n")[0]

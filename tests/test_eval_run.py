@@ -135,7 +135,7 @@ def test_sigkill_then_same_command_resumes_without_loss_or_regeneration(tmp_path
     args = [
         sys.executable,
         "-m",
-        "cli",
+        "rlvr.cli",
         "eval",
         "--benchmarks",
         "gsm8k",

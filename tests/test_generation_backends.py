@@ -12,17 +12,16 @@ import httpx
 import pytest
 from conftest import ROOT
 from eval_helpers import rlvr, samples
+from rlvr.harness.backends.base import GenerationRequest, SamplingParams, sample_seed
+from rlvr.harness.errors import UserError
+from rlvr.harness.models import embedded_model_dir
+from rlvr.harness.templates import BUILTIN, render
 from server_helpers import free_port
-
-from harness.backends.base import GenerationRequest, SamplingParams, sample_seed
-from harness.errors import UserError
-from harness.models import embedded_model_dir
-from harness.templates import BUILTIN, render
 
 
 @pytest.fixture(scope="module")
 def hf():
-    from harness.backends.hf import HFBackend
+    from rlvr.harness.backends.hf import HFBackend
 
     backend = HFBackend(str(embedded_model_dir()), batch_size=8)
     yield backend
@@ -115,7 +114,7 @@ def server(request):
 
 @pytest.mark.parametrize("server", [("--fail-first", "3", "--fail-status", "429", "--delay", "0.05")], indirect=True)
 def test_openai_backend_retries_limits_concurrency_and_sends_per_sample_seeds(server):
-    from harness.backends.openai_api import OpenAIBackend
+    from rlvr.harness.backends.openai_api import OpenAIBackend
 
     backend = OpenAIBackend("test-model", server.url + "/v1", concurrency=3, backoff_s=0.01)
     requests = [GenerationRequest(f"question {i}", 1000 + i) for i in range(9)] + [
@@ -148,7 +147,7 @@ def test_openai_backend_retries_limits_concurrency_and_sends_per_sample_seeds(se
 )
 def test_openai_backend_reports_each_answer_as_it_arrives(server):
     """Progress and per-sample writing (issue 32): every answer is reported once, as it arrives."""
-    from harness.backends.openai_api import OpenAIBackend
+    from rlvr.harness.backends.openai_api import OpenAIBackend
 
     backend = OpenAIBackend("test-model", server.url + "/v1", concurrency=2)
     requests = [GenerationRequest(f"question {i}", 2000 + i) for i in range(5)]
@@ -162,7 +161,7 @@ def test_openai_backend_reports_each_answer_as_it_arrives(server):
 
 @pytest.mark.parametrize("server", [("--fail-first", "100", "--fail-status", "400")], indirect=True)
 def test_openai_backend_reports_client_errors_in_one_line(server):
-    from harness.backends.openai_api import OpenAIBackend
+    from rlvr.harness.backends.openai_api import OpenAIBackend
 
     backend = OpenAIBackend("m", server.url + "/v1", max_retries=2, backoff_s=0.01)
     with pytest.raises(UserError, match="answered 400"):
@@ -218,7 +217,7 @@ def test_eval_through_an_openai_server_matches_the_hf_backend(tmp_path, tiny_mod
 
 
 def test_vllm_backend_without_vllm_or_with_the_wrong_build_is_one_line(monkeypatch):
-    from harness.backends import vllm_engine
+    from rlvr.harness.backends import vllm_engine
 
     monkeypatch.setattr(vllm_engine, "vllm_build", lambda: "none")
     with pytest.raises(UserError, match="needs vLLM: `make install`.*or use --backend hf"):

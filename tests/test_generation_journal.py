@@ -1,7 +1,7 @@
 """The generation journal behind resumable RandOpt / CoRP runs: exact keys, torn lines, replay accounting."""
 
-from trainers.generation_journal import GenerationJournal, generation_key
-from trainers.perturb import Component
+from rlvr.trainers.populations.journal import GenerationJournal, generation_key
+from rlvr.trainers.populations.perturb import Component
 
 
 def test_keys_tell_apart_every_change_of_spec_or_problems():

@@ -1,10 +1,10 @@
-"""Every batch grader has the ``sandbox.grader.Grader`` shape: ``grade(items) -> list``, in order."""
+"""Every batch grader has the ``rlvr.sandbox.grader.Grader`` shape: ``grade(items) -> list``, in order."""
 
-from harness.grading import EvalGrader
-from sandbox.client import RewardClient
-from sandbox.grader import Grader
-from sandbox.ray_grading import GraderActor, RayGrader
-from sandbox.service import GradingService
+from rlvr.harness.grading import EvalGrader
+from rlvr.sandbox.grader import Grader
+from rlvr.sandbox.service import GradingService
+from rlvr.sandbox.serving.client import RewardClient
+from rlvr.sandbox.serving.ray_grading import GraderActor, RayGrader
 
 
 def test_the_batch_graders_share_one_shape():

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from eval_helpers import rlvr
-
-from harness.errors import UserError
-from harness.fingerprint import fingerprints, protocol_fields
-from harness.leaderboard.build import build_leaderboard
-from harness.summary import benchmark_metrics
+from rlvr.harness.errors import UserError
+from rlvr.harness.fingerprint import fingerprints, protocol_fields
+from rlvr.harness.leaderboard.build import build_leaderboard
+from rlvr.harness.summary import benchmark_metrics
 
 ARTIFACTS = Path(os.environ.get("RLVR_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
@@ -176,7 +175,7 @@ def test_page_in_headless_chromium(board):
 
 
 def test_checkpoints_of_different_runs_keep_distinct_names(tmp_path):
-    from harness.leaderboard.tables import Run
+    from rlvr.harness.leaderboard.tables import Run
 
     def run(name, path):
         return Run(tmp_path, {"model": {"name": name, "path": path}})
@@ -189,7 +188,7 @@ def test_checkpoints_of_different_runs_keep_distinct_names(tmp_path):
 def test_diff_against_an_earlier_build(board, tmp_path):
     import json as _json
 
-    from harness.leaderboard.diff import leaderboard_diff
+    from rlvr.harness.leaderboard.diff import leaderboard_diff
 
     results, out, _ = board
     moved = tmp_path / "results"

@@ -4,7 +4,7 @@ An RL node grades beside a trainer and an inference engine. Here every core is k
 spinning processes (three per core) while labelled math cases and EvalPlus programs are graded
 by graders started under that load; the verdicts must equal the idle machine's and the labels,
 with no ``timeout`` on an honest item, and math verdicts must not depend on the worker count.
-Budgets are CPU time of the grading processes (``sandbox.pool.Deadline``), so they hold.
+Budgets are CPU time of the grading processes (``rlvr.sandbox.pool.Deadline``), so they hold.
 
 Every test here runs in the slow suite (each loads every core for seconds): the cases the issue
 reported, every labelled math case of ``tests/math_cases.py`` (both conformance sets, hostile ones
@@ -29,9 +29,8 @@ from code_helpers import CASES as CODE_CASES
 from code_helpers import allowed_reasons, case_item
 from conftest import ROOT
 from math_cases import ALL_CLASSES, boxed, unpack
-
-from sandbox import CodeGrader, MathGrader
-from sandbox.pool import process_cpu_s
+from rlvr.sandbox import CodeGrader, MathGrader
+from rlvr.sandbox.pool import process_cpu_s
 
 pytestmark = pytest.mark.slow
 
@@ -154,8 +153,8 @@ def test_every_labelled_math_case_under_load():
 
 # ---- code ---------------------------------------------------------------------------------
 def grade_evalplus(rows: list[dict[str, Any]]) -> list[tuple]:
-    from harness.benchmarks.registry import load_problems
-    from harness.grading import EvalGrader
+    from rlvr.harness.benchmarks.registry import load_problems
+    from rlvr.harness.grading import EvalGrader
 
     wanted = {row["task_id"] for row in rows}
     problems = {p.id: p for name in ("humanevalplus", "mbppplus") for p in load_problems(name) if p.id in wanted}

@@ -12,9 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from conftest import ROOT
+from rlvr.sandbox.serving.client import RewardClient, RewardServerError
 from server_helpers import free_port
-
-from sandbox.client import RewardClient, RewardServerError
 
 
 def test_refused_first_connection_fails_at_once_with_the_url():
@@ -82,7 +81,7 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2_before_announcing():
     port = holder.getsockname()[1]
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "rlvr.cli", "serve", "--port", str(port)],
             cwd=ROOT,
             capture_output=True,
             text=True,

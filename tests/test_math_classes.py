@@ -2,8 +2,7 @@
 
 import pytest
 from math_cases import ALL_CLASSES, unpack
-
-from sandbox import verify_math_batch
+from rlvr.sandbox import verify_math_batch
 
 
 @pytest.mark.parametrize("name", list(ALL_CLASSES))

@@ -7,8 +7,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
-
-from sandbox import MathGrader, verify_math
+from rlvr.sandbox import MathGrader, verify_math
 
 INJECTIONS = [
     (r"\boxed{__import__('pathlib').Path('pwned_marker').touch()}", "0", "pwned_marker"),
@@ -86,8 +85,8 @@ def test_a_worker_the_scheduler_keeps_waiting_is_not_timed_out():
 def test_soft_cpu_timer_turns_a_slow_comparison_into_a_timeout_verdict(monkeypatch):
     import signal
 
-    import sandbox.math.symbolic  # noqa: F401  (as a real worker does: never let the timer fire mid-import)
-    from sandbox.math import worker
+    import rlvr.sandbox.math.symbolic  # noqa: F401  (as a real worker does: never let the timer fire mid-import)
+    from rlvr.sandbox.math import worker
 
     previous = signal.signal(signal.SIGPROF, worker._on_soft_timeout)
     try:
@@ -113,9 +112,9 @@ def test_work_the_timer_interrupted_leaves_nothing_in_the_caches(monkeypatch):
     callback it lands in) and the comparison then finishes: its verdict is not trusted, and what it
     cached must not answer the cold retry or a later item (a flaky timeout became wrong_answer
     this way, from a cache the interrupted try had filled)."""
-    from sandbox.math import judge as judge_module
-    from sandbox.math import worker
-    from sandbox.math.symbolic import to_sympy
+    from rlvr.sandbox.math import judge as judge_module
+    from rlvr.sandbox.math import worker
+    from rlvr.sandbox.math.symbolic import to_sympy
 
     def interrupted(answer, gold, policy, symbolic=False):
         to_sympy("x^2 + 1")

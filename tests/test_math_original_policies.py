@@ -3,10 +3,9 @@ they part from the default ``math`` policy, through the one public path (``verif
 batch path), so a training reward and an evaluation grade under the same policy agree."""
 
 import pytest
-
-from sandbox import verify_math, verify_math_batch
-from sandbox.math.extract import extract_answer
-from sandbox.math.policy import PRESETS, MathPolicy, resolve_policy
+from rlvr.sandbox import verify_math, verify_math_batch
+from rlvr.sandbox.math.extract import extract_answer
+from rlvr.sandbox.math.policy import PRESETS, MathPolicy, resolve_policy
 
 THINK = "Let me compute 2 + 3 step by step. "
 

@@ -4,10 +4,9 @@ from fractions import Fraction
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-from sandbox import MATH_REASONS, verify_math
-from sandbox.math.judge import judge
-from sandbox.math.policy import PRESETS, GoldSpec
+from rlvr.sandbox import MATH_REASONS, verify_math
+from rlvr.sandbox.math.judge import judge
+from rlvr.sandbox.math.policy import PRESETS, GoldSpec
 
 MATH = PRESETS["math"]
 SOUP_TOKENS = ["\\frac", "\\sqrt", "\\boxed", "\\pi", "\\infty", "\\cup", "\\pm", "\\left", "\\right", "\\text", "\\le"]
@@ -119,7 +118,7 @@ def test_clock_times_equal_only_the_same_time(h1, m1, h2, m2):
 @FAST
 @given(st.lists(st.integers(1, 40), min_size=2, max_size=3), st.integers(2, 5), st.integers(0, 1))
 def test_ratios_equal_proportional_ratios_unless_they_may_be_clock_times(parts, k, bump):
-    from sandbox.math.labels import clock_like
+    from rlvr.sandbox.math.labels import clock_like
 
     gold = ":".join(map(str, parts))
     scaled = [p * k for p in parts]

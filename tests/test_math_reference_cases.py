@@ -14,8 +14,7 @@ import json
 
 import pytest
 from conftest import ROOT
-
-from sandbox import verify_math_batch
+from rlvr.sandbox import verify_math_batch
 
 CASES = [json.loads(line) for line in (ROOT / "tests" / "fixtures" / "verifier_cases_math.jsonl").open()]
 

@@ -10,8 +10,7 @@ import json
 
 import pytest
 from conftest import ROOT
-
-from sandbox import MathGrader
+from rlvr.sandbox import MathGrader
 
 BENCHMARKS = ["aime2024", "aime2025", "amc2023", "gsm8k", "math500", "minerva_math", "olympiadbench"]
 POLICY = {"gsm8k": "gsm8k", "minerva_math": "minerva", "olympiadbench": "olympiadbench"}

@@ -8,10 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from sandbox import MathGrader, verify_math
-from sandbox.math.extract import extract_answer
-from sandbox.math.policy import PRESETS
+from rlvr.sandbox import MathGrader, verify_math
+from rlvr.sandbox.math.extract import extract_answer
+from rlvr.sandbox.math.policy import PRESETS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from math_workloads import pairs  # noqa: E402

@@ -3,13 +3,12 @@
 from fractions import Fraction
 
 import pytest
-
-from sandbox.math.extract import extract_answer, find_boxes
-from sandbox.math.judge import judge, nesting_depth
-from sandbox.math.normalize import normalize_answer
-from sandbox.math.numeric import NotNumeric, TooLarge, parse_number, round_sig, significant_figures
-from sandbox.math.policy import PRESETS, GoldSpec, MathPolicy, resolve_policy
-from sandbox.math.structure import Assign, Interval, Leaf, Matrix, PlusMinus, Seq, Union, parse_structure
+from rlvr.sandbox.math.extract import extract_answer, find_boxes
+from rlvr.sandbox.math.judge import judge, nesting_depth
+from rlvr.sandbox.math.normalize import normalize_answer
+from rlvr.sandbox.math.numeric import NotNumeric, TooLarge, parse_number, round_sig, significant_figures
+from rlvr.sandbox.math.policy import PRESETS, GoldSpec, MathPolicy, resolve_policy
+from rlvr.sandbox.math.structure import Assign, Interval, Leaf, Matrix, PlusMinus, Seq, Union, parse_structure
 
 MATH = PRESETS["math"]
 

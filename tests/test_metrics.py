@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from harness.metrics import (
+from rlvr.harness.metrics import (
     bootstrap_mean,
     length_stats,
     maj_at_k_problem,
@@ -18,7 +17,7 @@ from harness.metrics import (
     pass_at_k,
     pass_at_ks,
 )
-from harness.summary import benchmark_metrics, vote_clusters
+from rlvr.harness.summary import benchmark_metrics, vote_clusters
 
 
 @given(st.integers(1, 12).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))

@@ -1,4 +1,4 @@
-"""Mixed precision that trains (``trainers/precision.py``): float32 master weights and AdamW state
+"""Mixed precision that trains (``trainers/runtime/precision.py``): float32 master weights and AdamW state
 with bfloat16 autocast move the weights as an all-float32 run does, where bfloat16 parameters
 under the same AdamW step leave most weights bit-identical; old log-probs, reference log-probs
 and the update's first pass agree exactly; float16 gets a loss scaler; bfloat16 master weights
@@ -11,15 +11,14 @@ import types
 
 import pytest
 import torch
+from rlvr.harness.errors import UserError
+from rlvr.trainers.policy_gradient.config import TrainConfig, build_config
+from rlvr.trainers.policy_gradient.loop import run_training
+from rlvr.trainers.policy_gradient.losses import completion_logprobs
+from rlvr.trainers.policy_gradient.update import Batch, batch_logprobs, policy_update
+from rlvr.trainers.runtime.checkpoint import load_trainer_state
+from rlvr.trainers.runtime.precision import FULL, Precision, compute_dtype_name, master_dtype_name
 from safetensors.torch import load_file
-
-from harness.errors import UserError
-from trainers.checkpoint import load_trainer_state
-from trainers.config import TrainConfig, build_config
-from trainers.loop import run_training
-from trainers.losses import completion_logprobs
-from trainers.precision import FULL, Precision, compute_dtype_name, master_dtype_name
-from trainers.update import Batch, batch_logprobs, policy_update
 
 LR, STEPS = 1e-6, 4
 
@@ -219,12 +218,11 @@ def test_a_vllm_engine_samples_in_the_compute_dtype_from_the_float32_masters(tmp
     """``backend: vllm`` with bfloat16 compute: the engine runs in bfloat16, the float32 masters are
     cast as they are pushed, and after a sync its log-probs are the autocast learner's (within
     bfloat16's rounding: ~0.02 here, against ~2 for an engine that missed the update)."""
+    from rlvr.harness.backends.hf import load_model
+    from rlvr.harness.benchmarks.problems import Problem
+    from rlvr.harness.templates import load_template
+    from rlvr.trainers.policy_gradient.vllm_rollout import VLLMRollout
     from vllm_helpers import KV_GB, learner_logprobs, max_gap, vllm_tiny_model
-
-    from harness.backends.hf import load_model
-    from harness.benchmarks.problems import Problem
-    from harness.templates import load_template
-    from trainers.vllm_rollout import VLLMRollout
 
     model_dir = vllm_tiny_model(tmp_path / "tiny")
     cfg = TrainConfig(model=model_dir, backend="vllm", max_tokens=8, seed=3, kv_cache_gb=KV_GB, compute_dtype="bf16")

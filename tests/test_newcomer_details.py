@@ -5,12 +5,11 @@ where a preset's missing training file comes from, and an ablation read as one t
 import json
 import re
 
+from rlvr.harness.benchmarks.registry import get_benchmark
+from rlvr.harness.leaderboard.build import build_leaderboard
+from rlvr.harness.leaderboard.samples_page import sample_order
+from rlvr.harness.show import format_sample
 from test_leaderboard import fake_run
-
-from harness.benchmarks.registry import get_benchmark
-from harness.leaderboard.build import build_leaderboard
-from harness.leaderboard.samples_page import sample_order
-from harness.show import format_sample
 
 
 def test_benchmark_names_match_without_case_or_dash():
@@ -46,8 +45,8 @@ def test_sample_pages_go_problem_by_problem_in_natural_order():
 
 
 def test_length_histogram_counts_responses_in_whole_numbers(tmp_path):
-    from harness.leaderboard.plots import length_plot
-    from harness.leaderboard.tables import collect_runs
+    from rlvr.harness.leaderboard.plots import length_plot
+    from rlvr.harness.leaderboard.tables import collect_runs
 
     fake_run(tmp_path / "results", "alpha", "qwen_math", 1, {"arith": 0.5}, 1)  # few responses per bin
     svg = length_plot(collect_runs(tmp_path / "results")[0])
@@ -56,7 +55,7 @@ def test_length_histogram_counts_responses_in_whole_numbers(tmp_path):
 
 
 def test_plan_says_where_a_papers_training_file_comes_from(capsys):
-    from cli.main import main
+    from rlvr.cli.main import main
 
     assert main(["train", "drgrpo", "--config", "paper", "--plan"]) == 0
     out = capsys.readouterr().out
@@ -84,9 +83,8 @@ def test_an_ablation_is_one_table_with_the_varied_setting_as_a_column(tmp_path):
 
 def test_a_data_files_bad_row_is_counted_from_one_and_shows_its_fields(tmp_path):
     import pytest
-
-    from harness.benchmarks.custom import load_custom
-    from harness.errors import UserError
+    from rlvr.harness.benchmarks.custom import load_custom
+    from rlvr.harness.errors import UserError
 
     data = tmp_path / "mine.jsonl"
     data.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n" + json.dumps({"question": "2+2?", "sol": 4}))

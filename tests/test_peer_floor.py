@@ -5,10 +5,9 @@ import sys
 
 import pytest
 from conftest import ROOT
-
-from sandbox.code.channels import TOTAL_LIMIT_NOTE
-from sandbox.code.limits import Limits
-from sandbox.code.outcomes import outcome_reason, wall_s
+from rlvr.sandbox.code.judging.outcomes import outcome_reason, wall_s
+from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.running.channels import TOTAL_LIMIT_NOTE
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from lcb_programs import SLOW  # noqa: E402

@@ -6,8 +6,7 @@ import threading
 import time
 
 import pytest
-
-from sandbox.pool import MAX_RENEWALS, Deadline, WorkerPool, WorkerTimeout, backstop, process_cpu_s
+from rlvr.sandbox.pool import MAX_RENEWALS, Deadline, WorkerPool, WorkerTimeout, backstop, process_cpu_s
 
 
 def _env(**extra):
@@ -49,7 +48,7 @@ def test_hung_worker_is_killed_and_replaced(pool):
 
 
 def test_crashed_worker_is_replaced(pool):
-    from sandbox.pool import WorkerCrashed
+    from rlvr.sandbox.pool import WorkerCrashed
 
     with pytest.raises(WorkerCrashed):
         pool.call({"exit": 3}, 5)

@@ -15,8 +15,7 @@ import pytest
 ray = pytest.importorskip("ray")
 from eval_helpers import rlvr, samples, summary  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
-
-from sandbox.service import GradingService, parse_item  # noqa: E402
+from rlvr.sandbox.service import GradingService, parse_item  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from math_workloads import pairs  # noqa: E402
@@ -59,7 +58,7 @@ def _in_process(rows: list[dict]) -> list[dict]:
 
 
 def test_grading_across_nodes_gives_the_in_process_verdicts(cluster):
-    from sandbox.ray_grading import RayGrader
+    from rlvr.sandbox.serving.ray_grading import RayGrader
 
     rows = [{**p, "kind": "math"} for p in pairs(600, "reasoning")] + CODE_ITEMS
     grader = RayGrader(actors=2, chunk_items=64)
@@ -75,8 +74,8 @@ def test_grading_across_nodes_gives_the_in_process_verdicts(cluster):
 
 
 def test_trl_and_verl_adapters_grade_through_the_cluster(cluster):
-    from sandbox.ray_grading import RayGrader
-    from sandbox.rewards import compute_score_batch, trl_reward
+    from rlvr.sandbox.serving.ray_grading import RayGrader
+    from rlvr.sandbox.serving.rewards import compute_score_batch, trl_reward
 
     work = pairs(300, "short")
     completions, answers = [p["completion"] for p in work], [p["answer"] for p in work]
@@ -143,9 +142,9 @@ def test_eval_on_ray_writes_the_samples_of_a_plain_run_and_resumes(cluster, tmp_
 
 
 def test_population_on_ray_scores_like_this_process(cluster, tiny_model):
-    from harness.benchmarks.sources import resolve_source, source_instructions
-    from trainers.perturb import Component
-    from trainers.population import PopulationScorer
+    from rlvr.harness.benchmarks.sources import resolve_source, source_instructions
+    from rlvr.trainers.populations.perturb import Component
+    from rlvr.trainers.populations.scoring import PopulationScorer
 
     problems = resolve_source("arith_train").problems[:3]
     args = (tiny_model, "chat", source_instructions(["arith_train"]), 8, 8, "float32", 0.0)
@@ -170,7 +169,7 @@ def test_population_on_ray_scores_like_this_process(cluster, tiny_model):
 
 @pytest.mark.slow
 def test_worker_node_killed_mid_grading_loses_nothing_and_grades_nothing_twice(cluster):
-    from sandbox.ray_grading import RayGrader
+    from rlvr.sandbox.serving.ray_grading import RayGrader
 
     rows = [{**p, "kind": "math"} for p in pairs(6000, "reasoning")]
     grader = RayGrader(actors=2, chunk_items=100)
@@ -198,10 +197,9 @@ def test_worker_node_killed_mid_grading_loses_nothing_and_grades_nothing_twice(c
 @pytest.mark.slow
 def test_reward_server_replicas_on_ray_serve(cluster):
     from ray import serve
-
-    from sandbox.client import RewardClient
-    from sandbox.ray_serve import run
-    from sandbox.server import ServerConfig
+    from rlvr.sandbox.serving.client import RewardClient
+    from rlvr.sandbox.serving.ray_serve import run
+    from rlvr.sandbox.serving.server import ServerConfig
 
     url = run(ServerConfig(port=18777), replicas=2, cpus_per_replica=0.5)
     try:
@@ -215,8 +213,8 @@ def test_reward_server_replicas_on_ray_serve(cluster):
 
 @pytest.mark.slow
 def test_worker_node_killed_mid_eval_loses_no_sample_and_duplicates_none(cluster, tmp_path, tiny_model, digits_source):
-    from harness.eval_config import EvalConfig
-    from harness.evaluate import run_eval
+    from rlvr.harness.eval_config import EvalConfig
+    from rlvr.harness.evaluate import run_eval
 
     settings = dict(
         model=tiny_model, benchmarks=digits_source, kind="math", n=8, temperature=0.8, max_tokens=8,

@@ -7,11 +7,11 @@ import shlex
 
 import pytest
 from doc_pages import doc_text, fenced_blocks
+from rlvr.harness.config import resolve_config
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
 
-from cli.main import build_parser
-from harness.config import resolve_config
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
+from rlvr.cli.main import build_parser
 
 
 def _joined_lines(block: str) -> list[str]:
@@ -74,7 +74,7 @@ def test_example_parses_and_resolves(command, tmp_path, monkeypatch):
     if config and config.endswith((".yaml", ".yml")):
         return
     if args.command == "train":
-        from trainers.cli import resolve
+        from rlvr.trainers.cli import resolve
 
         # The user's own data (the paper presets train on the paper's set): an absent file is the
         # one clear error below; with the file in place the example resolves.
@@ -91,7 +91,7 @@ def test_example_parses_and_resolves(command, tmp_path, monkeypatch):
         else:
             pytest.fail(f"{command}: still missing data after three files")
         if args.algorithm in ("grpo", "drgrpo", "dapo", "srpo"):  # launch commands plan, too
-            from trainers.plan import format_plan, training_plan
+            from rlvr.trainers.policy_gradient.plan import format_plan, training_plan
 
             cfg = resolve(args)
             assert "optimizer step" in format_plan(training_plan(cfg))
@@ -107,17 +107,17 @@ def readme_blocks() -> list[tuple[str, int, str]]:
 
 #: Python blocks that cannot run here as they stand (the block's first line -> why).
 PYTHON_SKIP = {
-    "from sandbox.rewards import trl_reward": "needs TRL's GRPOTrainer, a model and a dataset; tests/test_trl_grpo.py "
-    "runs these adapters inside the real trainer",
-    "from harness.results import load_samples": "needs finished runs; tests/test_result_frames.py runs this block as "
-    "written, on two evaluations",
+    "from rlvr.sandbox.serving.rewards import trl_reward": "needs TRL's GRPOTrainer, a model and a dataset; "
+    "tests/test_trl_grpo.py runs these adapters inside the real trainer",
+    "from rlvr.harness.results import load_samples": "needs finished runs; tests/test_result_frames.py runs this block "
+    "as written, on two evaluations",
 }
 #: Names a Python block uses as placeholders for the reader's own data (first line -> code run before it).
 PYTHON_PRELUDE = {
-    'verify_math("So the answer is 5."': "from sandbox import verify_math\n",
-    "from sandbox import verify_math": 'completion = r"... the answer is \\boxed{4.2}"\n'
+    'verify_math("So the answer is 5."': "from rlvr.sandbox import verify_math\n",
+    "from rlvr.sandbox import verify_math": 'completion = r"... the answer is \\boxed{4.2}"\n'
     'pairs = [(r"\\boxed{1}", "1"), ("so 2", "3")]\n',
-    "from sandbox import verify_code": "completion = '''```python\nclass Solution:\n"
+    "from rlvr.sandbox import verify_code": "completion = '''```python\nclass Solution:\n"
     "    def finalPositionOfSnake(self, n, commands):\n        return 3\n"
     "def total(xs):\n    return sum(xs)\n```'''\n"
     'row = {"starter_code": "class Solution:\\n    def finalPositionOfSnake(self, n, commands):\\n        "}\n',
@@ -253,8 +253,7 @@ def test_curl_requests_get_what_they_show():
     import json
 
     from fastapi.testclient import TestClient
-
-    from sandbox.server import ServerConfig, create_app
+    from rlvr.sandbox.serving.server import ServerConfig, create_app
 
     requests = []
     for _, lang, _, text in fenced_blocks():
@@ -304,7 +303,7 @@ def workspace(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("command", SHELL_RUN)
 def test_readme_shell_line_runs_here(command, workspace, capsys):
-    from cli.main import main
+    from rlvr.cli.main import main
 
     code = main(_argv(command))
     out, err = capsys.readouterr()
@@ -318,7 +317,7 @@ def test_readme_shell_line_runs_here(command, workspace, capsys):
 
 
 def test_readme_benchmark_sizes_are_what_rlvr_benchmarks_says():
-    from harness.benchmarks.registry import all_benchmarks, load_problems
+    from rlvr.harness.benchmarks.registry import all_benchmarks, load_problems
 
     text = " ".join(doc_text().split())
     section = text[text.index("**Benchmarks** (`rlvr benchmarks`") :][:1500]

@@ -9,10 +9,9 @@ import pandas
 import pytest
 from conftest import ROOT
 from eval_helpers import rlvr
-
-from harness.errors import UserError
-from harness.leaderboard.build import build_leaderboard
-from harness.results import load_samples, load_summaries
+from rlvr.harness.errors import UserError
+from rlvr.harness.leaderboard.build import build_leaderboard
+from rlvr.harness.results import load_samples, load_summaries
 
 DOCUMENTED = [
     "run",
@@ -154,7 +153,7 @@ def test_exported_and_saved_datasets_are_data_sources(two_runs, tmp_path):
     rows = [{"question": "What is 1 + 1?", "answer": "2"}, {"question": "What is 2 + 2?", "answer": "4"}]
     datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "saved"))
     datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "rows.parquet"))
-    from harness.benchmarks.custom import load_custom
+    from rlvr.harness.benchmarks.custom import load_custom
 
     for source in (str(tmp_path / "saved"), str(tmp_path / "rows.parquet")):
         problems = load_custom(source)

@@ -6,11 +6,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from rlvr.sandbox.service import GradingService
+from rlvr.sandbox.serving.client import RewardClient
+from rlvr.sandbox.serving.rewards import compute_score, compute_score_batch, reward_func, trl_reward, trl_reward_async
 from server_helpers import Server
-
-from sandbox.client import RewardClient
-from sandbox.rewards import compute_score, compute_score_batch, reward_func, trl_reward, trl_reward_async
-from sandbox.service import GradingService
 
 COMPLETIONS = [r"so \boxed{4}", r"so \boxed{5}", r"\boxed{9^{9^{9^{9}}}}", "no answer here at all"]
 ANSWERS = ["4", "4", "1", "4"]
@@ -105,7 +104,7 @@ def test_verl_signatures_and_dispatch():
 def test_verl_loads_and_calls_us_through_its_own_reward_loader():
     omegaconf = pytest.importorskip("omegaconf")
     reward_module = pytest.importorskip("verl.trainer.ppo.reward")
-    import sandbox.rewards as rewards
+    import rlvr.sandbox.serving.rewards as rewards
 
     config = omegaconf.OmegaConf.create(
         {"reward": {"custom_reward_function": {"path": rewards.__file__, "name": "compute_score", "reward_kwargs": {}}}}

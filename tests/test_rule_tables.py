@@ -1,17 +1,16 @@
 """Each loss aggregation, policy loss and advantage is one table entry: an entry registered in
-``trainers.losses.AGGREGATIONS`` alone reaches the loss, the distributed path, ``--plan``, the
+``rlvr.trainers.policy_gradient.losses.AGGREGATIONS`` alone reaches the loss, the distributed path, ``--plan``, the
 config's validation and the ``--settings`` help, so the "one place" claim cannot silently break."""
 
 import pytest
 import torch
-
-from trainers import losses
-from trainers.advantages import ADVANTAGES
-from trainers.cli import settings_text
-from trainers.config import build_config
-from trainers.distributed_rows import Shard
-from trainers.plan import format_plan, training_plan
-from trainers.rules import Aggregation
+from rlvr.trainers.cli import settings_text
+from rlvr.trainers.policy_gradient import losses
+from rlvr.trainers.policy_gradient.advantages import ADVANTAGES
+from rlvr.trainers.policy_gradient.config import build_config
+from rlvr.trainers.policy_gradient.distributed_rows import Shard
+from rlvr.trainers.policy_gradient.plan import format_plan, training_plan
+from rlvr.trainers.policy_gradient.rules import Aggregation
 
 
 def _seq_mean_token_sum(mask: torch.Tensor, constant: float | None) -> torch.Tensor:
@@ -55,7 +54,7 @@ def test_an_aggregation_added_to_the_table_alone_reaches_loss_distribution_plan_
 
 
 def test_an_unknown_rule_is_refused_with_the_tables_names():
-    from harness.errors import UserError
+    from rlvr.harness.errors import UserError
 
     with pytest.raises(UserError, match="loss_agg must be one of .*seq_mean_token_sum_norm"):
         build_config("grpo", None, {"loss_agg": "seq_mean_token_sum"}, check_data=False)

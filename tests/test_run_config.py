@@ -1,19 +1,19 @@
 """One run configuration: every field of every config says what it means and what changing it does
-(``harness.run_config``), and the flags, ``--help``, ``config.yaml`` and resume checks follow from that."""
+(``rlvr.harness.run_config``), and the flags, ``--help``, ``config.yaml`` and resume checks follow from that."""
 
 import argparse
 import dataclasses
 import re
 
 import pytest
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
+from rlvr.harness.run_config import Role, fields_in, meaning, shown
+from rlvr.harness.run_dir import changed_settings, check_resume, save_config
+from rlvr.trainers.policy_gradient.config import ALGORITHMS, TrainConfig, algorithm_module, build_config
+from rlvr.trainers.populations.config import ESConfig, build_es_config
 
-from cli.main import build_parser
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
-from harness.run_config import Role, fields_in, meaning, shown
-from harness.run_dir import changed_settings, check_resume, save_config
-from trainers.config import ALGORITHMS, TrainConfig, algorithm_module, build_config
-from trainers.es_config import ESConfig, build_es_config
+from rlvr.cli.main import build_parser
 
 CONFIGS = (EvalConfig, TrainConfig, ESConfig)
 

@@ -1,19 +1,19 @@
 """One run directory and one command-line convention for every command that runs something
-(``harness.run_dir``, ``cli.main``): the same resume rule for eval, train and the populations, a
+(``rlvr.harness.run_dir``, ``rlvr.cli.main``): the same resume rule for eval, train and the populations, a
 typed flag plus ``--config`` / ``--set`` on each, and third-party commands through entry points."""
 
 import sys
 from importlib.metadata import EntryPoint
 
 import pytest
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
+from rlvr.harness.run_dir import PARTIAL_FILE, RunDir, default_run_path, holds_file, save_config
+from rlvr.trainers.cli import resolve
+from rlvr.trainers.policy_gradient.config import build_config
+from rlvr.trainers.populations.config import build_es_config
 
-from cli.main import build_parser, main
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
-from harness.run_dir import PARTIAL_FILE, RunDir, default_run_path, holds_file, save_config
-from trainers.cli import resolve
-from trainers.config import build_config
-from trainers.es_config import build_es_config
+from rlvr.cli.main import build_parser, main
 
 
 def test_one_rule_fresh_continue_or_refuse(tmp_path):
@@ -53,7 +53,7 @@ def test_default_run_directories_are_named_in_one_place():
 def test_a_trained_directory_continues_without_resume(tmp_path):
     """The rule of eval is the trainers' too: the same command continues the run (it refused
     without --resume before), and a result-changing setting is still refused."""
-    from trainers.loop import _prepare_out
+    from rlvr.trainers.policy_gradient.loop import _prepare_out
 
     cfg = build_config("drgrpo", "cpu-demo", {"out": str(tmp_path)})
     save_config(cfg, tmp_path)
@@ -81,7 +81,7 @@ def test_every_train_setting_is_a_typed_flag_beside_config_and_set():
 
 
 def test_eval_takes_set_and_the_ablations_refuse_what_they_choose(capsys):
-    from harness.config import resolve_config
+    from rlvr.harness.config import resolve_config
 
     args = build_parser().parse_args(["eval", "--benchmarks", "arith", "--set", "temperature=0.5"])
     assert resolve_config(EvalConfig, args).temperature == 0.5
@@ -102,7 +102,7 @@ def test_third_party_commands_register_through_the_entry_point_group(tmp_path, m
         EntryPoint("hello", "rlvr_hello", "rlvr.commands"),
         EntryPoint("train", "rlvr_hello_missing", "rlvr.commands"),  # ours wins; never imported
     ]
-    monkeypatch.setattr("harness.plugins.entry_points", lambda group: [e for e in entries if e.group == group])
+    monkeypatch.setattr("rlvr.harness.plugins.entry_points", lambda group: [e for e in entries if e.group == group])
     assert main(["hello"]) == 0
     assert "rlvr_hello_missing" not in sys.modules
     assert "train" in build_parser().format_help()

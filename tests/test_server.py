@@ -11,9 +11,8 @@ import time
 import httpx
 import pytest
 from conftest import ROOT
+from rlvr.sandbox.verdict import NOT_RUN
 from server_helpers import Server
-
-from sandbox.verdict import NOT_RUN
 
 MATH_OK = {"id": "m1", "kind": "math", "completion": r"so \boxed{2\sqrt{3}}", "answer": r"\sqrt{12}"}
 MATH_WRONG = {"id": "m2", "kind": "math", "completion": r"\boxed{5}", "answer": "6"}
@@ -337,7 +336,7 @@ def test_auth_limits_and_backpressure():
 
 def test_binding_beyond_loopback_requires_a_token():
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "serve", "--host", "0.0.0.0", "--port", "8799"],
+        [sys.executable, "-m", "rlvr.cli", "serve", "--host", "0.0.0.0", "--port", "8799"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -352,7 +351,7 @@ def test_binding_beyond_loopback_requires_a_token():
 )
 def test_bad_limit_caps_are_one_line_errors(cap, words):
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "serve", "--port", "8798", "--limit-cap", cap],
+        [sys.executable, "-m", "rlvr.cli", "serve", "--port", "8798", "--limit-cap", cap],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -363,9 +362,9 @@ def test_bad_limit_caps_are_one_line_errors(cap, words):
 
 
 def test_limit_caps_are_the_servers_choice():
-    from sandbox.server import DEFAULT_LIMIT_CAPS
-    from sandbox.server_protocols import check_item_caps
-    from sandbox.service import BadItem, parse_item
+    from rlvr.sandbox.service import BadItem, parse_item
+    from rlvr.sandbox.serving.protocols import check_item_caps
+    from rlvr.sandbox.serving.server import DEFAULT_LIMIT_CAPS
 
     item = parse_item(
         {"kind": "code", "completion": "x", "tests": [{"input": "", "output": ""}], "limits": {"memory_mb": 3000}}, 0

@@ -9,15 +9,14 @@ import time
 
 import httpx
 import pytest
+from rlvr.harness.benchmarks.problems import Problem
+from rlvr.harness.grading import EvalGrader
+from rlvr.sandbox.service import GradingService, parse_item
+from rlvr.sandbox.serving.admission import JudgeSlots
+from rlvr.sandbox.serving.client import RewardClient
+from rlvr.sandbox.serving.server import ServerConfig, ServerState
+from rlvr.sandbox.verdict import NOT_RUN, OVERRUN, UNVERIFIABLE_REASONS, Verdict, redact
 from server_helpers import Server
-
-from harness.benchmarks.problems import Problem
-from harness.grading import EvalGrader
-from sandbox.client import RewardClient
-from sandbox.server import ServerConfig, ServerState
-from sandbox.server_slots import JudgeSlots
-from sandbox.service import GradingService, parse_item
-from sandbox.verdict import NOT_RUN, OVERRUN, UNVERIFIABLE_REASONS, Verdict, redact
 
 GUESS = "import os\nprint(os.urandom(1)[0] % 3)\n"  # right one time in three
 SECRET_STDIN = "7319024"

@@ -1,7 +1,8 @@
 """The layers as the imports draw them: ``sandbox <- harness <- trainers <- cli``, no arrow up and no
 import circle, counting the imports written inside functions (a lazy import still ties two
 modules together; it only hides the tie from a reader of the file's head), and modules short
-enough to read in one sitting."""
+enough to read in one sitting. Modules are named as the wheel installs them: ``sandbox/x.py`` is
+``rlvr.sandbox.x``; inside ``sandbox`` the verifier core never imports the serving room."""
 
 from __future__ import annotations
 
@@ -11,14 +12,23 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-#: lower layers first: a module may import its own layer and the ones before it (the command line,
-#: ``cli``, is the top: it imports the harness's and the trainers' commands, and nothing imports it)
+#: lower layers first: a module may import its own layer and the ones before it
 LAYERS = ("sandbox", "harness", "trainers", "cli")
+#: the folders that hold them: the rooms at the top of the repository, and ``rlvr/`` (the package's
+#: own folder) whose ``cli`` is the top layer: it imports the commands, and nothing imports it
+FOLDERS = ("sandbox", "harness", "trainers", "rlvr")
 
 
 def module_name(path: Path, root: Path) -> str:
+    """``sandbox/code/verify.py`` -> ``rlvr.sandbox.code.verify`` (the folder ``rlvr/`` is ``rlvr``)."""
     parts = list(path.relative_to(root).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    parts = parts[:-1] if parts[-1] == "__init__" else parts
+    return ".".join(parts if parts[0] == "rlvr" else ["rlvr", *parts])
+
+
+def layer_of(module: str) -> str:
+    """``rlvr.harness.cli`` -> ``harness``; the package ``rlvr`` itself is its own top."""
+    return module.split(".")[1] if module.count(".") else module
 
 
 def imported_modules(tree: ast.AST, name: str, is_package: bool, known: set[str]) -> set[str]:
@@ -45,9 +55,10 @@ def imported_modules(tree: ast.AST, name: str, is_package: bool, known: set[str]
     return found
 
 
-def import_graph(root: Path, packages: tuple[str, ...] = LAYERS) -> dict[str, set[str]]:
+def import_graph(root: Path, packages: tuple[str, ...] = FOLDERS) -> dict[str, set[str]]:
     """``module -> modules it imports`` for every ``.py`` file under ``root/<package>``."""
     files = {module_name(p, root): p for package in packages for p in sorted((root / package).rglob("*.py"))}
+    files.pop("rlvr", None)  # the package's own __init__ imports nothing of ours
     known = set(files)
     return {
         name: imported_modules(ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py", known)
@@ -62,7 +73,7 @@ def upward_edges(graph: dict[str, set[str]]) -> list[str]:
         f"{a} -> {b}"
         for a, targets in graph.items()
         for b in targets
-        if rank.get(b.split(".")[0], -1) > rank.get(a.split(".")[0], len(LAYERS))
+        if rank.get(layer_of(b), -1) > rank.get(layer_of(a), len(LAYERS))
     )
 
 
@@ -115,21 +126,23 @@ def test_the_checks_catch_a_circle_closed_inside_a_function_and_an_arrow_up(tmp_
         tmp_path,
         {
             "sandbox/__init__.py": "",
-            "sandbox/low.py": "def f():\n    from harness import high\n",
+            "sandbox/low.py": "def f():\n    from rlvr.harness import high\n",
             "harness/__init__.py": "",
             "harness/high.py": "from . import other\n",
-            "harness/other.py": "def g():\n    import harness.high\n",
+            "harness/other.py": "def g():\n    import rlvr.harness.high\n",
             "trainers/__init__.py": "",
-            "trainers/step.py": "def h():\n    from cli import main\n",
-            "cli/__init__.py": "",
-            "cli/main.py": "import harness.high\nimport sandbox.low\n",
+            "trainers/step.py": "def h():\n    from rlvr.cli import main\n",
+            "rlvr/__init__.py": "",
+            "rlvr/cli/__init__.py": "",
+            "rlvr/cli/main.py": "import rlvr.harness.high\nimport rlvr.sandbox.low\n",
         },
     )
     graph = import_graph(tmp_path)
-    assert graph["harness.high"] == {"harness.other"} and graph["harness.other"] == {"harness.high"}
-    assert find_cycle(graph) == ["harness.high", "harness.other", "harness.high"]
-    assert upward_edges(graph) == ["sandbox.low -> harness.high", "trainers.step -> cli.main"]
-    with pytest.raises(AssertionError, match="harness.high -> harness.other -> harness.high"):
+    high, other = "rlvr.harness.high", "rlvr.harness.other"
+    assert graph[high] == {other} and graph[other] == {high}
+    assert find_cycle(graph) == [high, other, high]
+    assert upward_edges(graph) == ["rlvr.sandbox.low -> rlvr.harness.high", "rlvr.trainers.step -> rlvr.cli.main"]
+    with pytest.raises(AssertionError, match="rlvr.harness.high -> rlvr.harness.other -> rlvr.harness.high"):
         cycle = find_cycle(graph)
         assert cycle is None, "import circle: " + " -> ".join(cycle or [])
 
@@ -141,8 +154,63 @@ MAX_MODULE_LINES = 450
 def test_every_module_of_the_three_layers_stays_under_the_line_limit():
     long = {
         str(path.relative_to(ROOT)): n
-        for layer in LAYERS
-        for path in sorted((ROOT / layer).rglob("*.py"))
+        for folder in FOLDERS
+        for path in sorted((ROOT / folder).rglob("*.py"))
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert not long, f"over {MAX_MODULE_LINES} lines: {long}"
+
+
+def core_to_serving_edges(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of ``rlvr.sandbox.serving`` by the verifier core (the rest of ``rlvr.sandbox``)."""
+    serving = "rlvr.sandbox.serving"
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        if a.startswith("rlvr.sandbox") and not (a == serving or a.startswith(serving + "."))
+        for b in targets
+        if b == serving or b.startswith(serving + ".")
+    )
+
+
+def test_the_verifier_core_never_imports_the_serving_room():
+    edges = core_to_serving_edges(import_graph(ROOT))
+    assert not edges, "the verifier core imports sandbox/serving: " + "; ".join(edges)
+
+
+def test_the_serving_check_catches_an_import_from_the_core(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "sandbox/__init__.py": "",
+            "sandbox/core.py": "from rlvr.sandbox.serving import server\n",
+            "sandbox/serving/__init__.py": "",
+            "sandbox/serving/server.py": "import rlvr.sandbox.core\n",
+            "harness/__init__.py": "",
+            "trainers/__init__.py": "",
+        },
+    )
+    assert core_to_serving_edges(import_graph(tmp_path)) == ["rlvr.sandbox.core -> rlvr.sandbox.serving.server"]
+
+
+def bare_room_imports(root: Path, folders: tuple[str, ...]) -> list[str]:
+    """``file:line`` of every import of a room by its bare name (``import harness``): in an
+    installed wheel that name is someone else's package, so every import goes through ``rlvr``."""
+    rooms = set(LAYERS)
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    names = [node.module]
+                if any(name.split(".")[0] in rooms for name in names):
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_every_import_goes_through_the_rlvr_package():
+    found = bare_room_imports(ROOT, (*FOLDERS, "tests", "benchmarks"))
+    assert not found, "imports of a room by its bare name (use rlvr.<room>): " + ", ".join(found)

@@ -5,11 +5,10 @@ import re
 
 import pytest
 from conftest import ROOT
-
-from harness.benchmarks.registry import MATH_INSTRUCTION, load_problems
-from harness.errors import UserError
-from harness.evaluate import BenchmarkRun, build_prompt
-from harness.templates import BUILTIN, load_template, pick_shots, render
+from rlvr.harness.benchmarks.registry import MATH_INSTRUCTION, load_problems
+from rlvr.harness.errors import UserError
+from rlvr.harness.evaluate import BenchmarkRun, build_prompt
+from rlvr.harness.templates import BUILTIN, load_template, pick_shots, render
 
 QUESTION = r"Let $f(x) = x^{2}$ and $\{a_n\}$ a sequence. Find $f(3)$."
 
@@ -102,10 +101,9 @@ def test_template_files(tmp_path):
 
 
 def test_chat_template_uses_the_models_own_template():
+    from rlvr.harness.backends.hf import encode_prompt
+    from rlvr.harness.models import embedded_model_dir
     from transformers import AutoTokenizer
-
-    from harness.backends.hf import encode_prompt
-    from harness.models import embedded_model_dir
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
     messages = render(BUILTIN["chat"], "What is 2+3?", MATH_INSTRUCTION)

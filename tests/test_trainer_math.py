@@ -7,9 +7,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from trainers.advantages import group_advantages, shape_rewards, soft_overlong_penalty, zero_variance_fraction
-from trainers.losses import aggregate, completion_logprobs, k3_kl, ppo_clip_terms, token_weights
+from rlvr.trainers.policy_gradient.advantages import (
+    group_advantages,
+    shape_rewards,
+    soft_overlong_penalty,
+    zero_variance_fraction,
+)
+from rlvr.trainers.policy_gradient.losses import aggregate, completion_logprobs, k3_kl, ppo_clip_terms, token_weights
 
 
 # ---- advantages ------------------------------------------------------------------------------

@@ -10,17 +10,16 @@ import copy
 import types
 
 import pytest
+import rlvr.trainers.policy_gradient.update
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from rlvr.trainers.policy_gradient.chunked_logprobs import chunk_stats
+from rlvr.trainers.policy_gradient.distributed_rows import Shard
+from rlvr.trainers.policy_gradient.losses import completion_logprobs
+from rlvr.trainers.policy_gradient.micro_batches import equalize, plan_rows
+from rlvr.trainers.policy_gradient.update import policy_update
 from test_trainer_objectives import _cfg, _max_gap, model_and_batch
-
-import trainers.update
-from trainers.chunked_logprobs import chunk_stats
-from trainers.distributed_rows import Shard
-from trainers.losses import completion_logprobs
-from trainers.micro_batches import equalize, plan_rows
-from trainers.update import policy_update
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +87,8 @@ def test_the_chunked_forward_never_builds_full_vocabulary_logits(setup):
 def _head_backward_peak(fused: bool, monkeypatch) -> float:
     """Peak memory (torch's CPU allocator, profiler events) of the head's backward over one
     64-token chunk, in logits-sized (64 × 8192 float32) tensors."""
+    import rlvr.trainers.policy_gradient.chunked_logprobs as chunked
     from torch.profiler import ProfilerActivity, profile
-
-    import trainers.chunked_logprobs as chunked
 
     if not fused:
         monkeypatch.setattr(chunked, "_fusable", lambda head: False)
@@ -127,17 +125,19 @@ def _update(setup, **extra):
 
 def test_micro_batches_cut_to_their_own_longest_row_give_the_padded_update(setup, monkeypatch):
     widths = []
-    forward = trainers.update.completion_logprobs
+    forward = rlvr.trainers.policy_gradient.update.completion_logprobs
 
     def spy(model, ids, *args, **kwargs):
         widths.append(ids.shape[1])
         return forward(model, ids, *args, **kwargs)
 
-    monkeypatch.setattr(trainers.update, "completion_logprobs", spy)
+    monkeypatch.setattr(rlvr.trainers.policy_gradient.update, "completion_logprobs", spy)
     cut, metrics = _update(setup, micro_batch_size=2)
     cut_widths = list(widths)
     full = setup[1].input_ids.shape[1]
-    monkeypatch.setattr(trainers.update, "row_lengths", lambda mask: [mask.shape[1]] * mask.shape[0])
+    monkeypatch.setattr(
+        rlvr.trainers.policy_gradient.update, "row_lengths", lambda mask: [mask.shape[1]] * mask.shape[0]
+    )
     widths.clear()
     padded, padded_metrics = _update(setup, micro_batch_size=2)
     assert widths == [full] * 4 and min(cut_widths) < full  # the padded version ran at the batch's width
@@ -203,8 +203,8 @@ def test_padding_passes_even_out_the_ranks():
 
 
 def test_the_reference_model_loads_in_the_compute_dtype(tiny_model):
-    from trainers.config import TrainConfig
-    from trainers.loop import _load_policy
+    from rlvr.trainers.policy_gradient.config import TrainConfig
+    from rlvr.trainers.policy_gradient.loop import _load_policy
 
     cfg = TrainConfig(model=tiny_model, compute_dtype="bfloat16", device="cpu", gradient_checkpointing=True)
     policy = _load_policy(cfg, tiny_model)[0]
@@ -215,7 +215,7 @@ def test_the_reference_model_loads_in_the_compute_dtype(tiny_model):
 
 # ---- disk: the last K checkpoints, the best one, one optimizer state -------------------------
 def _fake_checkpoint(out, step: int) -> None:
-    from trainers.checkpoint import STATE_FILE
+    from rlvr.trainers.runtime.checkpoint import STATE_FILE
 
     folder = out / f"checkpoint-{step:06d}"
     (folder / "dcp-optim").mkdir(parents=True)
@@ -224,7 +224,7 @@ def _fake_checkpoint(out, step: int) -> None:
 
 
 def test_pruning_keeps_the_last_k_and_the_best_and_one_optimizer_state(tmp_path):
-    from trainers.checkpoint_retention import prune, record_score
+    from rlvr.trainers.runtime.checkpoint_retention import prune, record_score
 
     for step, score in [(1, 0.2), (2, 0.9), (3, 0.1), (4, None), (5, 0.3)]:
         _fake_checkpoint(tmp_path, step)
@@ -243,9 +243,8 @@ def test_a_long_run_keeps_its_directory_bounded_and_resumes(tmp_path, tiny_model
     """Ten steps saved every step, ``keep_checkpoints: 2``: two checkpoints on disk, the AdamW
     state in the newest only; the run directory stays within two sets of weights plus one
     optimizer state (plus logs); ``--resume`` continues from the newest."""
+    from rlvr.trainers.policy_gradient.loop import run_training
     from test_trainers_e2e import _tiny
-
-    from trainers.loop import run_training
 
     def run(steps, resume=False):
         extra = {"save_every": 1, "save_optimizer": True, "keep_checkpoints": 2}
@@ -265,14 +264,14 @@ def test_a_long_run_keeps_its_directory_bounded_and_resumes(tmp_path, tiny_model
 
 # ---- the memory model: --plan's peak, each feature on its component, a measurement -----------
 def _dims_7b():
-    from trainers.memory import model_dims
+    from rlvr.trainers.policy_gradient.memory import model_dims
 
     return model_dims("Qwen/Qwen2.5-Math-7B")
 
 
 def _peak(**settings):
-    from trainers.config import TrainConfig
-    from trainers.memory import update_peak
+    from rlvr.trainers.policy_gradient.config import TrainConfig
+    from rlvr.trainers.policy_gradient.memory import update_peak
 
     rows = settings.pop("rows", [512 + 3000] * 2)
     world = settings.pop("world", 1)
@@ -297,8 +296,8 @@ def test_each_memory_feature_lowers_its_own_component():
 
 @pytest.mark.parametrize("algorithm", ["drgrpo", "dapo"])
 def test_the_plan_predicts_a_peak_per_gpu_for_the_paper_presets(algorithm):
-    from trainers.config import build_config
-    from trainers.plan import format_plan, training_plan
+    from rlvr.trainers.policy_gradient.config import build_config
+    from rlvr.trainers.policy_gradient.plan import format_plan, training_plan
 
     plan = training_plan(build_config(algorithm, "paper", {}, check_data=False))
     peak = plan["devices"]["peak"]
@@ -327,7 +326,7 @@ def test_the_predicted_peak_is_within_15_percent_of_the_measured_one():
 def test_old_logprobs_from_the_update_itself_give_the_update_of_a_separate_pass(setup, budget):
     """One pass over one minibatch: π_old is the update's own detached log-prob (the no-gradient
     pass is skipped); the weights, metrics and filled old log-probs equal the separate pass's."""
-    from trainers.update import batch_logprobs, old_logp_from_update
+    from rlvr.trainers.policy_gradient.update import batch_logprobs, old_logp_from_update
 
     model, batch = setup
     cfg = _cfg(minibatch_size=None, micro_batch_size=2, micro_token_budget=budget, tis_cap=None, beta=0.0)

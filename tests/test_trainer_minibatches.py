@@ -5,11 +5,10 @@ rows in order (verl's actor). The DAPO preset (verl's recipe) keeps them in orde
 from __future__ import annotations
 
 import pytest
-
-import trainers.loop as loop
-from trainers.config import build_config
-from trainers.loop import run_training
-from trainers.update import minibatch_order
+import rlvr.trainers.policy_gradient.loop as loop
+from rlvr.trainers.policy_gradient.config import build_config
+from rlvr.trainers.policy_gradient.loop import run_training
+from rlvr.trainers.policy_gradient.update import minibatch_order
 
 
 def test_the_order_is_a_seeded_permutation_of_the_rows():
@@ -67,11 +66,10 @@ def test_presets_name_their_order():
 def test_prompts_longer_than_prompt_max_length_keep_their_end(tiny_model):
     """verl's left truncation (the DAPO preset's 2,048, Dr. GRPO's 1,024): the template's
     assistant header at the end survives; a short prompt is untouched."""
+    from rlvr.harness.benchmarks.problems import Problem
+    from rlvr.harness.templates import load_template
+    from rlvr.trainers.policy_gradient.rollout import PromptCache
     from transformers import AutoTokenizer
-
-    from harness.benchmarks.problems import Problem
-    from harness.templates import load_template
-    from trainers.rollout import PromptCache
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     problem = Problem("p", "digits", "math", "What is " + " + ".join(["1"] * 40) + "?", {"answer": "40"})

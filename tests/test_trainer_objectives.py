@@ -9,13 +9,12 @@ import copy
 import math
 
 import pytest
+import rlvr.trainers.policy_gradient.update
 import torch
-
-import trainers.update
-from harness.errors import UserError
-from trainers.advantages import batch_normalised_advantages, compute_advantages, group_advantages
-from trainers.config import TrainConfig, build_config, overridden_defining
-from trainers.losses import (
+from rlvr.harness.errors import UserError
+from rlvr.trainers.policy_gradient.advantages import batch_normalised_advantages, compute_advantages, group_advantages
+from rlvr.trainers.policy_gradient.config import TrainConfig, build_config, overridden_defining
+from rlvr.trainers.policy_gradient.losses import (
     AGGREGATIONS,
     POLICY_LOSSES,
     gspo_terms,
@@ -25,7 +24,7 @@ from trainers.losses import (
     tis_weights,
     token_weights,
 )
-from trainers.update import Batch, batch_logprobs, pack, policy_update
+from rlvr.trainers.policy_gradient.update import Batch, batch_logprobs, pack, policy_update
 
 LOG = math.log
 
@@ -187,7 +186,7 @@ def test_mismatch_metrics_closed_form():
 def test_mismatch_sums_of_ranks_add_up_to_the_whole_batch():
     """Under torchrun each rank holds some rows: sums added and the max taken across ranks
     (``Shard.reduce_mismatch``) give the metrics of the whole batch, not a mean of rank means."""
-    from trainers.losses import mismatch_metrics, mismatch_sums
+    from rlvr.trainers.policy_gradient.losses import mismatch_metrics, mismatch_sums
 
     old, sampler = torch.tensor(OLD), torch.tensor(SAMPLER)
     whole = sampler_mismatch(old, sampler, TRAINED, tis_cap=2.0)
@@ -299,7 +298,7 @@ def test_normalising_each_micro_batch_on_its_own_fails_the_accumulation_test(set
         return torch.cat([token_weights(mask[i : i + 1], mode, constant) for i in range(mask.shape[0])])
 
     one_pass, _ = _updated(setup, _cfg(loss_agg=agg))
-    monkeypatch.setattr(trainers.update, "token_weights", per_micro_batch)
+    monkeypatch.setattr(rlvr.trainers.policy_gradient.update, "token_weights", per_micro_batch)
     wrong, _ = _updated(setup, _cfg(loss_agg=agg, micro_batch_size=1))
     assert _max_gap(one_pass, wrong) > 1e-3
 
@@ -339,8 +338,8 @@ def test_config_checks_the_objective_settings():
 
 
 def test_a_step_of_cispo_with_reinforce_pp_baseline_trains_and_logs_null_mismatch(tmp_path, tiny_model, digits_source):
-    from trainers.loop import run_training
-    from trainers.telemetry import read_log
+    from rlvr.trainers.policy_gradient.loop import run_training
+    from rlvr.trainers.runtime.telemetry import read_log
 
     values = {
         "model": tiny_model,
@@ -359,4 +358,4 @@ def test_a_step_of_cispo_with_reinforce_pp_baseline_trains_and_logs_null_mismatc
     }
     (line,) = read_log(run_training(build_config("grpo", "cpu-demo", values), progress=False))
     assert line["optimizer_steps"] == 1 and line["grad_norm"] > 0
-    assert [line[k] for k in trainers.update.UPDATE_METRICS[-4:]] == [None] * 4
+    assert [line[k] for k in rlvr.trainers.policy_gradient.update.UPDATE_METRICS[-4:]] == [None] * 4

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 import torch
 from peer_batches import ours, random_batch, trl, verl_policy_loss
-
-from trainers.advantages import compute_advantages
-from trainers.losses import k3_kl, tis_weights, token_weights
+from rlvr.trainers.policy_gradient.advantages import compute_advantages
+from rlvr.trainers.policy_gradient.losses import k3_kl, tis_weights, token_weights
 
 pytest.importorskip("trl")
 pytest.importorskip("verl")
@@ -137,7 +136,7 @@ def test_convention_all_masked_rows_count_in_row_based_aggregations(agg):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_verl_agg_loss_modes(seed):
-    """``agg_loss`` on a random loss matrix against ``trainers.losses.token_weights``; verl's
+    """``agg_loss`` on a random loss matrix against ``rlvr.trainers.policy_gradient.losses.token_weights``; verl's
     ``token-sum`` and ``seq-mean-token-sum`` have no counterpart (README: not offered)."""
     from verl.trainer.ppo.core_algos import agg_loss
 

@@ -11,12 +11,18 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from rlvr.harness.errors import UserError
+from rlvr.trainers.policy_gradient.config import ALGORITHMS, build_config, preset_names
+from rlvr.trainers.policy_gradient.plan import (
+    device_estimate,
+    format_plan,
+    parameter_count,
+    params_from_config,
+    training_plan,
+)
+from rlvr.trainers.policy_gradient.update import Batch, policy_update
 
-from cli.main import main
-from harness.errors import UserError
-from trainers.config import ALGORITHMS, build_config, preset_names
-from trainers.plan import device_estimate, format_plan, parameter_count, params_from_config, training_plan
-from trainers.update import Batch, policy_update
+from rlvr.cli.main import main
 
 TABLE = yaml.safe_load((Path(__file__).parent / "fixtures" / "paper_hyperparameters.yaml").read_text())
 PRESETS = [(a, p) for a in ALGORITHMS for p in preset_names(a)]
@@ -126,15 +132,15 @@ def test_the_plan_counts_the_optimizer_steps_the_update_takes(prompts, group, mi
 
 
 def test_plan_on_the_command_line_loads_nothing(monkeypatch, tmp_path, capsys):
-    import harness.backends.hf
-    import harness.models
+    import rlvr.harness.backends.hf
+    import rlvr.harness.models
 
     def refuse(*_, **__):
         raise AssertionError("--plan loaded something")
 
-    monkeypatch.setattr(harness.backends.hf, "load_model", refuse)
-    monkeypatch.setattr(harness.models, "resolve_model", refuse)
-    monkeypatch.setattr(harness.models, "embedded_model_dir", refuse)
+    monkeypatch.setattr(rlvr.harness.backends.hf, "load_model", refuse)
+    monkeypatch.setattr(rlvr.harness.models, "resolve_model", refuse)
+    monkeypatch.setattr(rlvr.harness.models, "embedded_model_dir", refuse)
     monkeypatch.chdir(tmp_path)  # the paper's data files are not here: the plan says so, no error
     assert main(["train", "dapo", "--config", "paper", "--plan"]) == 0
     text = capsys.readouterr().out

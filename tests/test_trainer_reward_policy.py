@@ -3,16 +3,15 @@ alike; the Dr. GRPO ``paper`` presets reward as the originals did; an SRPO plate
 History Resampling must be read on a probe. No model involved."""
 
 import pytest
-
-from harness.benchmarks.problems import Problem, with_math_policy
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
-from harness.evaluate import select_benchmarks
-from harness.grading import EvalGrader
-from harness.templates import load_template
-from trainers.config import build_config, changed_original_reward
-from trainers.curriculum import Stage
-from trainers.loop import stage_pool
+from rlvr.harness.benchmarks.problems import Problem, with_math_policy
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
+from rlvr.harness.evaluate import select_benchmarks
+from rlvr.harness.grading import EvalGrader
+from rlvr.harness.templates import load_template
+from rlvr.trainers.policy_gradient.config import build_config, changed_original_reward
+from rlvr.trainers.policy_gradient.curriculum import Stage
+from rlvr.trainers.policy_gradient.loop import stage_pool
 
 
 @pytest.fixture

@@ -2,11 +2,10 @@
 uniform streams) and curriculum stage switching — no model involved."""
 
 import pytest
-
-from harness.benchmarks.problems import Problem
-from trainers.curriculum import Curriculum, Stage, probe_set
-from trainers.rollout import Group
-from trainers.selection import DynamicSampling, HistoryResampling, PromptStream, UniformSelection
+from rlvr.harness.benchmarks.problems import Problem
+from rlvr.trainers.policy_gradient.curriculum import Curriculum, Stage, probe_set
+from rlvr.trainers.policy_gradient.rollout import Group
+from rlvr.trainers.policy_gradient.selection import DynamicSampling, HistoryResampling, PromptStream, UniformSelection
 
 
 def problems(n):
@@ -85,7 +84,7 @@ def test_dynamic_sampling_respects_the_generation_cap():
 def test_dynamic_sampling_out_of_batches_trains_on_fewer_or_stops_by_choice():
     """The two conventions for a cap reached first: ``train`` (ours by default) returns the
     mixed groups found; ``stop`` (verl's DAPO recipe, the DAPO paper preset) ends the run in one line."""
-    from harness.errors import UserError
+    from rlvr.harness.errors import UserError
 
     pool = problems(8)
     table = {p.id: ([True, False] if i == 0 else [True, True]) for i, p in enumerate(pool)}

@@ -7,13 +7,12 @@ policy is 1 to numerical precision; at T = 1 everything is as before."""
 from __future__ import annotations
 
 import pytest
+import rlvr.trainers.policy_gradient.update as update
 import torch
-
-import trainers.update as update
-from harness.errors import UserError
-from trainers.config import build_config
-from trainers.loop import run_training
-from trainers.losses import completion_logprobs
+from rlvr.harness.errors import UserError
+from rlvr.trainers.policy_gradient.config import build_config
+from rlvr.trainers.policy_gradient.loop import run_training
+from rlvr.trainers.policy_gradient.losses import completion_logprobs
 
 T = 0.6
 
@@ -21,7 +20,7 @@ T = 0.6
 @torch.no_grad()
 def sampling_logprobs(model, input_ids, attention_mask, completion_mask, temperature):
     """log softmax(logits / T) of each completion token, by hand over the full sequence (no
-    ``logits_to_keep``): the distribution ``harness.backends.hf_sampling.next_tokens`` draws from
+    ``logits_to_keep``): the distribution ``rlvr.harness.backends.hf_sampling.next_tokens`` draws from
     (top_p 1)."""
     positions = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions).logits.float()
@@ -75,7 +74,7 @@ def test_first_minibatch_ratio_to_the_sampling_policy_is_one(tmp_path, tiny_mode
 def test_temperature_scales_the_logits_before_the_softmax(tiny_model):
     """Closed form on one batch: log-probs and entropy at T are those of logits / T, and T = 1
     is the untouched path."""
-    from harness.backends.hf import load_model
+    from rlvr.harness.backends.hf import load_model
 
     model, _, _ = load_model(tiny_model, "float32", "cpu")
     torch.manual_seed(0)

@@ -11,14 +11,13 @@ import types
 import pytest
 import torch
 from eval_helpers import rlvr
+from rlvr.harness.errors import UserError
+from rlvr.trainers.policy_gradient.config import build_config
+from rlvr.trainers.policy_gradient.loop import run_training
+from rlvr.trainers.policy_gradient.losses import MISMATCH_METRICS
+from rlvr.trainers.runtime.checkpoint import STATE_FILE, load_trainer_state
+from rlvr.trainers.runtime.telemetry import read_log
 from safetensors.torch import load_file
-
-from harness.errors import UserError
-from trainers.checkpoint import STATE_FILE, load_trainer_state
-from trainers.config import build_config
-from trainers.loop import run_training
-from trainers.losses import MISMATCH_METRICS
-from trainers.telemetry import read_log
 
 LOG_KEYS = {
     "step",
@@ -240,7 +239,7 @@ def test_user_errors(tmp_path):
 
 
 def test_run_directory_matches_saved_settings(tmp_path):
-    from harness.run_dir import changed_settings, save_config
+    from rlvr.harness.run_dir import changed_settings, save_config
 
     cfg = build_config("drgrpo", "cpu-demo", {"out": str(tmp_path / "a")})
     assert changed_settings(tmp_path, cfg) == []  # nothing saved, nothing to compare

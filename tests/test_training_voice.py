@@ -5,10 +5,9 @@ checkpoint, and an interrupt line that names the checkpoint kept."""
 import io
 
 import pytest
+from rlvr.trainers.policy_gradient import live_progress
+from rlvr.trainers.policy_gradient.live_progress import LEGEND, RunProgress, closing_summary, format_eta
 from test_trainers_e2e import _tiny
-
-from trainers import live_progress
-from trainers.live_progress import LEGEND, RunProgress, closing_summary, format_eta
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +72,7 @@ def test_closing_summary_compares_windows_names_the_best_step_and_the_eval_comma
 
 
 def test_a_real_run_says_legend_steps_and_summary(tmp_path, tiny, capsys):
-    from trainers.cli import train
+    from rlvr.trainers.cli import train
 
     cfg = _tiny("drgrpo", tiny, tmp_path / "run", 2, eval_benchmarks=[])
     train("drgrpo", cfg, False, True)
@@ -87,7 +86,7 @@ def test_a_real_run_says_legend_steps_and_summary(tmp_path, tiny, capsys):
 def test_ctrl_c_in_training_names_the_checkpoint_kept_and_the_resume_says_what_it_reuses(
     tmp_path, tiny, monkeypatch, capsys
 ):
-    from trainers import loop
+    from rlvr.trainers.policy_gradient import loop
 
     real = loop.train_step
 

@@ -8,12 +8,11 @@ import pytest
 pytest.importorskip("trl")
 
 from datasets import Dataset  # noqa: E402
+from rlvr.sandbox.service import GradingService  # noqa: E402
+from rlvr.sandbox.serving.client import RewardClient  # noqa: E402
+from rlvr.sandbox.serving.rewards import trl_reward  # noqa: E402
 from server_helpers import Server  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
-
-from sandbox.client import RewardClient  # noqa: E402
-from sandbox.rewards import trl_reward  # noqa: E402
-from sandbox.service import GradingService  # noqa: E402
 
 PROMPTS = [("What is 2+3? Reply with just the number.", "5"), ("What is 4+4? Reply with just the number.", "8")]
 

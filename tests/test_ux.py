@@ -12,11 +12,11 @@ import re
 import time
 
 import pytest
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
 from ux_helpers import make_run
 
-from cli.main import build_parser, main
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
+from rlvr.cli.main import build_parser, main
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -91,7 +91,7 @@ def test_export_never_deletes_what_it_did_not_make(tmp_path, capsys):
 
 
 def test_a_failed_export_leaves_the_old_directory_as_it_was(tmp_path, monkeypatch):
-    import harness.export as export
+    import rlvr.harness.export as export
 
     run = make_run(tmp_path / "results")
     target = tmp_path / "out"
@@ -185,7 +185,7 @@ def test_file_system_errors_are_one_line(capsys, monkeypatch):
 
     parser = build_parser()
     parser._subparsers._group_actions[0].choices["benchmarks"].set_defaults(func=denied)
-    monkeypatch.setattr("cli.main.build_parser", lambda: parser)
+    monkeypatch.setattr("rlvr.cli.main.build_parser", lambda: parser)
     code, _, err = cli(capsys, "benchmarks")
     one_line_error(code, err, "/somewhere/out: Permission denied")
 
@@ -211,7 +211,7 @@ class FakeEngine:
         self.wait_for, self.stop_after, self.error, self.reported = wait_for, stop_after, error, 0
 
     def generate(self, requests, params, on_sample=None, on_tokens=None):
-        from harness.backends.base import Generation
+        from rlvr.harness.backends.base import Generation
 
         out = []
         for i, request in enumerate(requests):
@@ -231,7 +231,7 @@ class FakeEngine:
 
 
 def fake_eval(tmp_path, tiny_model, engine, **settings):
-    from harness.evaluate import run_eval
+    from rlvr.harness.evaluate import run_eval
 
     cfg = EvalConfig(
         model=tiny_model, benchmarks=["arith"], limit=4, max_tokens=8, out=str(tmp_path / "run"), progress=False
@@ -284,8 +284,9 @@ def test_ctrl_c_before_the_first_sample_says_nothing_was_kept(tmp_path, tiny_mod
 def test_the_interrupt_line_says_only_what_the_command_knows_it_kept(capsys, kept):
     import argparse
 
-    from cli.main import _run
-    from harness.errors import note_kept
+    from rlvr.harness.errors import note_kept
+
+    from rlvr.cli.main import _run
 
     def interrupted(args):
         exc = KeyboardInterrupt()
@@ -311,7 +312,7 @@ def test_no_progress_still_prints_a_line_per_benchmark(tmp_path, tiny_model, cap
 
 
 def test_progress_shows_tokens_per_second_and_an_eta_before_any_sample_finishes():
-    from harness.progress import LOG_FIRST_S, EvalProgress
+    from rlvr.harness.progress import LOG_FIRST_S, EvalProgress
 
     now = [0.0]
     stream = io.StringIO()
@@ -333,7 +334,7 @@ def test_progress_shows_tokens_per_second_and_an_eta_before_any_sample_finishes(
 
 
 def test_progress_moves_before_the_first_token():
-    from harness.progress import EvalProgress
+    from rlvr.harness.progress import EvalProgress
 
     stream = io.StringIO()
     meter = EvalProgress({"gsm8k": 2}, max_tokens=100, stream=stream)
@@ -344,8 +345,8 @@ def test_progress_moves_before_the_first_token():
 
 
 def test_hf_backend_reports_each_sample_as_it_finishes(tiny_model):
-    from harness.backends.base import GenerationRequest, SamplingParams
-    from harness.backends.hf import HFBackend
+    from rlvr.harness.backends.base import GenerationRequest, SamplingParams
+    from rlvr.harness.backends.hf import HFBackend
 
     backend = HFBackend(tiny_model, "float32", "cpu", batch_size=4)
     requests = [GenerationRequest(f"What is {i} + 1?", 100 + i) for i in range(6)]
@@ -418,8 +419,8 @@ def test_partial_runs_are_labelled_in_every_leaderboard_table(tmp_path, capsys):
     code, _, err = cli(capsys, "export", str(results / "part"), "--format", "jsonl", "--out", str(tmp_path / "e"))
     assert code == 0, err
     assert "arith (3/110)" in (tmp_path / "e" / "README.md").read_text()
-    from harness.ablations import format_template_table
-    from harness.summary import format_table
+    from rlvr.harness.ablations import format_template_table
+    from rlvr.harness.summary import format_table
 
     table = {"benchmarks": ["arith"], "labels": {"arith": "arith (3/110)"}, "rows": []}
     assert "arith (3/110)" in format_template_table(table)
@@ -496,8 +497,7 @@ def test_help_texts_show_what_a_terminal_should(capsys):
 def test_verl_settings_are_spelled_one_way():
 
     from doc_pages import doc_text
-
-    from harness.commands.serve import EPILOG
+    from rlvr.harness.commands.serve import EPILOG
 
     readme = doc_text()
     assert "reward.sandbox_fusion.url=http://HOST:8000/run_code" in EPILOG
@@ -507,7 +507,7 @@ def test_verl_settings_are_spelled_one_way():
 
 
 def test_math_grader_is_a_context_manager():
-    from sandbox.math.verify import MathGrader
+    from rlvr.sandbox.math.verify import MathGrader
 
     with MathGrader(workers=1, timeout=2.0, shards=1) as grader:
         assert grader.verify("so \\boxed{4}", "4").correct
@@ -519,7 +519,7 @@ def test_math_grader_is_a_context_manager():
 
 
 def test_run_code_failures_have_a_message_a_person_can_read():
-    from sandbox.server_protocols import sandbox_fusion_response
+    from rlvr.sandbox.serving.protocols import sandbox_fusion_response
 
     run = {"status": "re", "exit_code": 3, "signal": None, "stdout": "", "stderr": ""}
     assert sandbox_fusion_response({"run": run, "reason": "runtime_error", "detail": ""})["message"] == (
@@ -537,7 +537,7 @@ def test_run_code_failures_have_a_message_a_person_can_read():
 
 def test_vllm_setting_errors_become_one_line(monkeypatch):
     """A setting vLLM itself refuses (pydantic's many lines) is one line, exit 2."""
-    import harness.backends.vllm_engine as engine
+    import rlvr.harness.backends.vllm_engine as engine
 
     class Refusing:
         @staticmethod
@@ -565,9 +565,8 @@ def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path):
 
     import torch
     from conftest import ROOT
+    from rlvr.harness.models import tiny_random_model
     from transformers import LlamaForCausalLM
-
-    from harness.models import tiny_random_model
 
     path = tiny_random_model(tmp_path / "rambling-llama", favoured="")
     model = LlamaForCausalLM.from_pretrained(path)
@@ -581,7 +580,7 @@ def test_ctrl_c_on_the_command_line_keeps_samples_and_says_so(tmp_path):
     args = ["eval", "--model", tiny_model, "--benchmarks", "arith", "--n", "64", "--temperature", "1.0"]
     args += ["--max-tokens", "128", "--batch-size", "1", "--no-progress", "--out", str(out)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "rlvr.cli", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -13,10 +13,8 @@ import numpy as np
 import pytest
 import torch
 from eval_helpers import rlvr
-from vllm_helpers import KV_GB, vllm_tiny_model
-
-from harness.backends.base import GenerationRequest, SamplingParams
-from harness.backends.vllm_engine import (
+from rlvr.harness.backends.base import GenerationRequest, SamplingParams
+from rlvr.harness.backends.vllm_engine import (
     MULTIPROCESSING_ENV,
     VLLMBackend,
     check_in_process,
@@ -24,6 +22,7 @@ from harness.backends.vllm_engine import (
     start_engine,
     token_budget,
 )
+from vllm_helpers import KV_GB, vllm_tiny_model
 
 CHAT = [{"role": "user", "content": "What is 2 + 2?"}]
 
@@ -35,7 +34,7 @@ def model_dir(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def backends(model_dir):
-    from harness.backends.hf import HFBackend
+    from rlvr.harness.backends.hf import HFBackend
 
     vllm_backend = VLLMBackend(model_dir, "float32", device="cpu", kv_cache_gb=KV_GB)
     yield HFBackend(model_dir, "float32", "cpu", batch_size=4), vllm_backend
@@ -161,8 +160,8 @@ def test_a_refused_prefix_cache_reset_stops_the_weight_push(backends, monkeypatc
 
 
 def test_device_and_build_mismatches_are_one_line_errors():
-    from harness.backends.vllm_engine import require_vllm
-    from harness.errors import UserError
+    from rlvr.harness.backends.vllm_engine import require_vllm
+    from rlvr.harness.errors import UserError
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA machine: cuda is a valid device here")

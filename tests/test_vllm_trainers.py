@@ -10,16 +10,15 @@ import json
 
 import pytest
 import torch
+from rlvr.harness.backends.vllm_engine import push_weights
+from rlvr.harness.benchmarks.problems import Problem
+from rlvr.harness.errors import UserError
+from rlvr.harness.templates import load_template
+from rlvr.trainers.policy_gradient.config import TrainConfig, build_config
+from rlvr.trainers.policy_gradient.loop import run_training
+from rlvr.trainers.populations.perturb import Component
+from rlvr.trainers.runtime.telemetry import read_log
 from vllm_helpers import KV_GB, learner_logprobs, max_gap, vllm_tiny_model
-
-from harness.backends.vllm_engine import push_weights
-from harness.benchmarks.problems import Problem
-from harness.errors import UserError
-from harness.templates import load_template
-from trainers.config import TrainConfig, build_config
-from trainers.loop import run_training
-from trainers.perturb import Component
-from trainers.telemetry import read_log
 
 #: fp32 on both sides, different kernels: the gap seen is ~2e-6; anything above 1e-4 is another model
 SYNCED = 1e-4
@@ -44,8 +43,8 @@ def _cfg(model_dir: str, **extra) -> TrainConfig:
 
 @pytest.fixture(scope="module")
 def rollout(model_dir):
-    from harness.backends.hf import load_model
-    from trainers.vllm_rollout import VLLMRollout
+    from rlvr.harness.backends.hf import load_model
+    from rlvr.trainers.policy_gradient.vllm_rollout import VLLMRollout
 
     learner, tokenizer, _ = load_model(model_dir, "float32", "cpu")
     problems = [Problem(f"p{i}", "digits", "math", f"What is {i} + 1?", {"answer": str(i + 1)}) for i in range(3)]
@@ -85,7 +84,7 @@ def test_sampled_logprobs_are_at_the_sampling_temperature(rollout):
     learner's at T = 1 and ~0.1 away from the sampling policy's."""
     import dataclasses
 
-    from trainers.losses import completion_logprobs
+    from rlvr.trainers.policy_gradient.losses import completion_logprobs
 
     engine, learner, problems = rollout
     engine.sync(learner)
@@ -110,7 +109,7 @@ def test_a_cached_prompt_is_recomputed_after_a_weight_push(rollout):
     """Greedy decode of a prompt longer than a KV block (so its blocks enter the prefix cache), new
     weights, decode again: without the reset the stale blocks serve the prompt and the log-probs are
     not the learner's; ``push_weights`` (reload + checked reset) gives the learner's."""
-    from harness.backends.vllm_engine import _repack_kept_weights
+    from rlvr.harness.backends.vllm_engine import _repack_kept_weights
 
     engine, learner, _ = rollout
     llm, prompt = engine.llm, list(range(200, 520))  # 320 tokens: two full 128-token blocks
@@ -138,7 +137,7 @@ def test_a_cpu_engine_asleep_holds_no_kv_cache_and_wakes_to_the_same_samples(rol
     while the learner trains and reallocated, zeroed, on wake; the prefix cache is dropped with
     it, so a prompt whose blocks were cached before sleep is recomputed, not read from zeroed
     memory: greedy log-probs and seeded samples after waking are those before sleeping."""
-    from harness.backends.vllm_engine import _kv_storages
+    from rlvr.harness.backends.vllm_engine import _kv_storages
 
     engine, learner, problems = rollout
     engine.sync(learner)
@@ -166,8 +165,8 @@ def test_a_cpu_engine_asleep_holds_no_kv_cache_and_wakes_to_the_same_samples(rol
 
 
 def test_a_budget_the_context_cannot_hold_is_refused_before_the_engine_starts(model_dir):
-    from harness.backends.hf import load_model
-    from trainers.vllm_rollout import VLLMRollout
+    from rlvr.harness.backends.hf import load_model
+    from rlvr.trainers.policy_gradient.vllm_rollout import VLLMRollout
 
     learner, tokenizer, _ = load_model(model_dir, "float32", "cpu")
     with pytest.raises(UserError, match="max_tokens 4096 leaves no room.*2048 positions"):
@@ -216,8 +215,8 @@ def test_two_drgrpo_steps_with_backend_vllm(tmp_path, digits_source):
 
 @pytest.fixture(scope="module")
 def arith():
-    from harness.benchmarks.registry import load_problems
-    from harness.benchmarks.sources import source_instructions
+    from rlvr.harness.benchmarks.registry import load_problems
+    from rlvr.harness.benchmarks.sources import source_instructions
 
     return load_problems("arith_train")[:16], source_instructions(["arith_train"])
 
@@ -227,8 +226,8 @@ def population(request, arith, model_dir):
     """The tiny tied model in the default suite (the mechanics: in-place noise and restore, in
     seconds; scoring on both paths runs in the slow suite); the embedded model in the slow suite
     (a minute of real generation)."""
-    from harness.models import resolve_model
-    from trainers.population import PopulationScorer
+    from rlvr.harness.models import resolve_model
+    from rlvr.trainers.populations.scoring import PopulationScorer
 
     problems, instructions = arith
     path = model_dir if request.param == "tiny" else resolve_model(None)[0]
@@ -258,7 +257,7 @@ def _with_logprobs(output):
 
 
 def test_perturbing_in_place_and_restoring_is_exact(population, arith):
-    from harness.backends.hf import load_model
+    from rlvr.harness.backends.hf import load_model
 
     generator = population[0].local
     problems, _ = arith

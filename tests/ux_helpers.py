@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import yaml
-
-from harness.eval_config import EvalConfig
+from rlvr.harness.eval_config import EvalConfig
 
 
 def make_run(root: Path, name: str = "run-a", limit: int | None = 3, with_samples: bool = True) -> Path:

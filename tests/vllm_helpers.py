@@ -16,7 +16,7 @@ def vllm_tiny_model(folder: Path, tie: bool = True) -> str:
     embedding with the LM head, as the embedded model does (the case vLLM's in-place reload gets
     wrong unless the LM head's kernel is rebuilt); untied, it keeps the favoured-digit answers
     that give a trainer varying rewards."""
-    from harness.models import tiny_random_model
+    from rlvr.harness.models import tiny_random_model
 
     return str(tiny_random_model(folder, favoured="01234", hidden=128, layers=2, heads=2, tie=tie))
 

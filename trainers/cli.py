@@ -2,7 +2,7 @@
 
 Every setting of the algorithm's config is a typed flag (``--lr 1e-5``), generated from its
 fields as ``rlvr eval``'s are, beside ``--config`` (a preset or a YAML file) and ``--set KEY=VALUE``.
-The command line (``cli.main``) imports this module directly; ``rlvr demo`` trains through
+The command line (``rlvr.cli.main``) imports this module directly; ``rlvr demo`` trains through
 ``train_run``.
 """
 
@@ -66,10 +66,10 @@ def settings_text(algorithm: str) -> str:
     import dataclasses
     import textwrap
 
-    from harness.config import build_settings
-    from harness.run_config import settings_help
-    from trainers.config import TrainConfig, algorithm_module
-    from trainers.es_config import ESConfig
+    from rlvr.harness.config import build_settings
+    from rlvr.harness.run_config import settings_help
+    from rlvr.trainers.policy_gradient.config import TrainConfig, algorithm_module
+    from rlvr.trainers.populations.config import ESConfig
 
     cls, defining = (
         (ESConfig, {}) if algorithm in GRADIENT_FREE else (TrainConfig, algorithm_module(algorithm).DEFINING)
@@ -103,11 +103,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _register_algorithm(algorithms: argparse._SubParsersAction, algorithm: str) -> None:
     """``rlvr train ALGO``: a typed flag per setting of ALGO's config, with ALGO's defaults."""
-    from harness.run_config import add_config_flags, add_setting_flags, shown
-    from trainers.config import TrainConfig, algorithm_module
-    from trainers.es_config import ESConfig
+    from rlvr.harness.run_config import add_config_flags, add_setting_flags, shown
+    from rlvr.trainers.policy_gradient.config import TrainConfig, algorithm_module
+    from rlvr.trainers.populations.config import ESConfig
 
-    cls, defining = (ESConfig, {}) if algorithm in GRADIENT_FREE else (TrainConfig, algorithm_module(algorithm).DEFINING)
+    cls, defining = (
+        (ESConfig, {}) if algorithm in GRADIENT_FREE else (TrainConfig, algorithm_module(algorithm).DEFINING)
+    )
     a = algorithms.add_parser(
         algorithm,
         help=f"train with {algorithm}",
@@ -140,16 +142,16 @@ def _register_algorithm(algorithms: argparse._SubParsersAction, algorithm: str) 
 def resolve(args: argparse.Namespace, check_data: bool = True):
     """The run's typed config from the preset / YAML file, typed flags and ``--set``, every check
     done (before any model is loaded; ``check_data=False`` lets local data files be absent)."""
-    from harness.config import typed_flags
+    from rlvr.harness.config import typed_flags
 
     return configure(args.algorithm, getattr(args, "config", None), typed_flags(args, OWN), check_data)
 
 
 def configure(algorithm: str, config: str | None, overrides: dict[str, Any], check_data: bool = True):
     """``algorithm``'s typed config: defaults < preset or YAML file ``config`` < ``overrides``."""
-    from harness.errors import UserError
-    from trainers.config import build_config
-    from trainers.es_config import build_es_config
+    from rlvr.harness.errors import UserError
+    from rlvr.trainers.policy_gradient.config import build_config
+    from rlvr.trainers.populations.config import build_es_config
 
     if algorithm in GRADIENT_FREE:
         return build_es_config(algorithm, config, overrides)
@@ -159,7 +161,7 @@ def configure(algorithm: str, config: str | None, overrides: dict[str, Any], che
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.errors import UserError
+    from rlvr.harness.errors import UserError
 
     if getattr(args, "json", False) and not getattr(args, "plan", False):
         raise UserError("--json goes with --plan")
@@ -168,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--plan is for the policy-gradient trainers ({', '.join(POLICY_GRADIENT)})")
         import json
 
-        from trainers.plan import format_plan, training_plan
+        from rlvr.trainers.policy_gradient.plan import format_plan, training_plan
 
         plan = training_plan(resolve(args, check_data=False), getattr(args, "config", None))
         print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
@@ -188,23 +190,22 @@ def train_run(
 def train(algorithm: str, cfg: Any, resume: bool, progress: bool) -> Path | None:
     """Train ``cfg`` with ``algorithm``; under torchrun this rank joins the process group. The run
     directory on the main process (printed there), None on the others."""
-    import importlib
-
-    from harness.errors import UserError
-    from trainers import distributed
+    from rlvr.harness.errors import UserError
+    from rlvr.trainers import algorithm_card
+    from rlvr.trainers.runtime import distributed
 
     if distributed.launched() and algorithm in GRADIENT_FREE:
         raise UserError(f"{algorithm} runs in one process; torchrun launches grpo, drgrpo, dapo and srpo")
     with distributed.session(cfg):  # under torchrun: this rank joins the process group (else nothing)
-        out = importlib.import_module(f"trainers.{algorithm}").train(cfg, resume=resume, progress=progress)
+        out = algorithm_card(algorithm).train(cfg, resume=resume, progress=progress)
         main = distributed.is_main()
     if main:
         if algorithm in GRADIENT_FREE:
             print(f"done -> {out}")
         else:
-            from trainers.checkpoint import latest_checkpoint
-            from trainers.live_progress import closing_summary
-            from trainers.telemetry import read_log
+            from rlvr.trainers.policy_gradient.live_progress import closing_summary
+            from rlvr.trainers.runtime.checkpoint import latest_checkpoint
+            from rlvr.trainers.runtime.telemetry import read_log
 
             print(closing_summary(read_log(out), out, latest_checkpoint(out), list(cfg.eval_benchmarks or [])))
     return out if main else None

@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from harness.templates import Prompt
+from rlvr.harness.templates import Prompt
 
 
 @dataclass(frozen=True)

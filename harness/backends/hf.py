@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.backends.base import Generation, GenerationRequest, OnSample, OnTokens, SamplingParams
-from harness.backends.hf_sampling import sample_batch
-from harness.errors import UserError
-from harness.templates import prompt_text
+from rlvr.harness.backends.base import Generation, GenerationRequest, OnSample, OnTokens, SamplingParams
+from rlvr.harness.backends.hf_sampling import sample_batch
+from rlvr.harness.errors import UserError
+from rlvr.harness.templates import prompt_text
 
 
 def encode_prompt(tokenizer: Any, prompt: Any) -> tuple[str, list[int]]:

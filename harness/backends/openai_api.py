@@ -14,8 +14,8 @@ import os
 import random
 from typing import Any
 
-from harness.backends.base import Generation, GenerationRequest, OnSample, OnTokens, SamplingParams
-from harness.errors import UserError
+from rlvr.harness.backends.base import Generation, GenerationRequest, OnSample, OnTokens, SamplingParams
+from rlvr.harness.errors import UserError
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 

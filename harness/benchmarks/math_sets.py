@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from harness.benchmarks.problems import Problem
+from rlvr.harness.benchmarks.problems import Problem
 
 #: The verifier policy preset each benchmark is graded with.
 POLICIES = {

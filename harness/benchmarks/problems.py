@@ -26,7 +26,7 @@ class Problem:
     ``question`` is the problem as the templates insert it (for code it already names the
     function or the stdin/stdout contract, as the benchmark's own prompt does). ``gold`` is the
     verifier payload; EvalPlus problems carry ``differential`` instead of ``tests`` until the
-    reference outputs are computed (``harness.grading.resolve_gold``). ``solution`` is a worked
+    reference outputs are computed (``rlvr.harness.grading.resolve_gold``). ``solution`` is a worked
     solution for few-shot prompts (None when the source has none).
     """
 

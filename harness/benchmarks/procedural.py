@@ -25,7 +25,7 @@ import hashlib
 import random
 from typing import Any, Callable
 
-from harness.benchmarks.problems import BenchmarkSpec, Problem
+from rlvr.harness.benchmarks.problems import BenchmarkSpec, Problem
 
 _HELD_OUT_SHARE = 0.25
 
@@ -201,7 +201,7 @@ def pyfunc_problems(split: str, size: int | None = None, seed: int = 0) -> list[
     return _interleave(by_level, size, seed, lambda item: _pyfunc_problem(item[0], item[1], split))
 
 
-#: The procedural benchmarks, listed by ``harness.benchmarks.registry`` with the shipped ones.
+#: The procedural benchmarks, listed by ``rlvr.harness.benchmarks.registry`` with the shipped ones.
 PROCEDURAL_SPECS = [
     BenchmarkSpec(
         name=name,

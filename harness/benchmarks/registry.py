@@ -2,7 +2,7 @@
 
 Each entry names its data file, verifier kind, grading policy, default protocol and
 provenance; ``rlvr benchmarks`` prints this table. The procedural benchmarks (generated from
-a seed, no file) come from ``harness.benchmarks.procedural``, imported here like every other
+a seed, no file) come from ``rlvr.harness.benchmarks.procedural``, imported here like every other
 provider: a failure there is an error, never a silently missing benchmark.
 """
 
@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.benchmarks.code_sets import contest_problem, evalplus_problem, humaneval_problem, mbpp_problem
-from harness.benchmarks.math_sets import POLICIES, math_problem
-from harness.benchmarks.problems import CODE_INSTRUCTION, DATA_DIR, MATH_INSTRUCTION, BenchmarkSpec, Problem, read_jsonl
-from harness.benchmarks.procedural import PROCEDURAL_SPECS
-from harness.errors import UserError
+from rlvr.harness.benchmarks.code_sets import contest_problem, evalplus_problem, humaneval_problem, mbpp_problem
+from rlvr.harness.benchmarks.math_sets import POLICIES, math_problem
+from rlvr.harness.benchmarks.problems import (
+    CODE_INSTRUCTION,
+    DATA_DIR,
+    MATH_INSTRUCTION,
+    BenchmarkSpec,
+    Problem,
+    read_jsonl,
+)
+from rlvr.harness.benchmarks.procedural import PROCEDURAL_SPECS
+from rlvr.harness.errors import UserError
 
 __all__ = ["BenchmarkSpec", "CODE_INSTRUCTION", "MATH_INSTRUCTION", "all_benchmarks", "get_benchmark", "load_problems"]
 

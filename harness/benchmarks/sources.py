@@ -12,10 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.benchmarks.custom import is_custom_source, load_custom, parse_fields
-from harness.benchmarks.problems import CODE_INSTRUCTION, MATH_INSTRUCTION, BenchmarkSpec, Problem, with_math_policy
-from harness.benchmarks.registry import get_benchmark, load_problems
-from harness.errors import UserError
+from rlvr.harness.benchmarks.custom import is_custom_source, load_custom, parse_fields
+from rlvr.harness.benchmarks.problems import (
+    CODE_INSTRUCTION,
+    MATH_INSTRUCTION,
+    BenchmarkSpec,
+    Problem,
+    with_math_policy,
+)
+from rlvr.harness.benchmarks.registry import get_benchmark, load_problems
+from rlvr.harness.errors import UserError
 
 
 @dataclass(frozen=True)

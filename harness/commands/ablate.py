@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.options import add_eval_flags
-from harness.config import build_settings, split_list, user_settings
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
+from rlvr.harness.commands.options import add_eval_flags
+from rlvr.harness.config import build_settings, split_list, user_settings
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
 
 OWN = ("ablation", "templates", "results", "name", "compare_model")  # the command's own flags
 #: settings the ablations choose themselves (no flags)
@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def default_backend() -> str:
     """vLLM where it is installed (several times ``hf``'s tokens/s on long answers, CPU included:
     README, Backends), else ``hf``; ``--backend`` overrides either way."""
-    from harness.backends.vllm_engine import vllm_build
+    from rlvr.harness.backends.vllm_engine import vllm_build
 
     if vllm_build() == "none":
         print("note: vLLM is not installed; generating with --backend hf (make install puts the CPU build in .venv)")
@@ -97,7 +97,7 @@ def default_backend() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.ablations import ablate_prior, ablate_templates
+    from rlvr.harness.ablations import ablate_prior, ablate_templates
 
     given = user_settings(args, ignore=OWN)
     chosen = sorted(set(OWN_SETTINGS) & set(given))

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def rows() -> list[dict]:
-    from harness.benchmarks.registry import all_benchmarks, load_problems
+    from rlvr.harness.benchmarks.registry import all_benchmarks, load_problems
 
     out = []
     for spec in all_benchmarks().values():

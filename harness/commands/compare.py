@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.comparison import compare_runs, format_comparison
+    from rlvr.harness.comparison import compare_runs, format_comparison
 
     result = compare_runs(Path(args.run_a), Path(args.run_b))
     print(json.dumps(result, indent=2) if args.json else format_comparison(result))

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from harness.errors import UserError
+from rlvr.harness.errors import UserError
 
 EPILOG = """\
 Normalised text (NFKC, lower case, punctuation runs -> space); a training row is flagged when its
@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def held_out_benchmarks() -> list[str]:
     """Every registered benchmark except the procedural training pools."""
-    from harness.benchmarks.registry import all_benchmarks
+    from rlvr.harness.benchmarks.registry import all_benchmarks
 
     return [name for name in all_benchmarks() if not name.endswith("_train")]
 
@@ -62,11 +62,11 @@ def held_out_benchmarks() -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from harness.benchmarks.custom import parse_fields, training_rows
-    from harness.benchmarks.registry import get_benchmark, load_problems
-    from harness.config import split_list
-    from harness.contamination import contamination_report
-    from harness.paths import output_dir, same_file
+    from rlvr.harness.benchmarks.custom import parse_fields, training_rows
+    from rlvr.harness.benchmarks.registry import get_benchmark, load_problems
+    from rlvr.harness.config import split_list
+    from rlvr.harness.contamination import contamination_report
+    from rlvr.harness.paths import output_dir, same_file
 
     names = split_list(args.benchmarks) or held_out_benchmarks()
     for name in names:

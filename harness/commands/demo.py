@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     embedded_tasks(results, args.limit)
     template_ablation(results, args.limit)
     policy_gradient(results, max(1, args.limit * 4 // 5), args.steps, args.trainer)
-    from harness.leaderboard.build import build_leaderboard
+    from rlvr.harness.leaderboard.build import build_leaderboard
 
     board = results / "leaderboard"
     info = build_leaderboard(results, board)
@@ -104,8 +104,8 @@ def _eval(
     n: int = 1,
     temperature: float = 0.0,
 ) -> dict:
-    from harness.eval_config import EvalConfig
-    from harness.evaluate import run_eval
+    from rlvr.harness.eval_config import EvalConfig
+    from rlvr.harness.evaluate import run_eval
 
     cfg = EvalConfig(
         model=model,
@@ -122,7 +122,7 @@ def _eval(
 
 
 def embedded_tasks(results: Path, limit: int) -> None:
-    from harness.evaluate import print_summary
+    from rlvr.harness.evaluate import print_summary
 
     print("\n== 2. the embedded model (SmolLM2-135M-Instruct, CPU) on tasks it can do, greedy, chat template ==")
     # the chat cell of part 3's template ablation: evaluated once, shown here, reused (resumed) there
@@ -137,8 +137,8 @@ def embedded_tasks(results: Path, limit: int) -> None:
 
 
 def template_ablation(results: Path, limit: int) -> None:
-    from harness.ablations import ablate_templates
-    from harness.eval_config import EvalConfig
+    from rlvr.harness.ablations import ablate_templates
+    from rlvr.harness.eval_config import EvalConfig
 
     print("\n== 3. does the prompt template matter? (arith, greedy; Dr. GRPO's template question at toy scale) ==")
     base = EvalConfig(
@@ -153,8 +153,8 @@ def template_ablation(results: Path, limit: int) -> None:
 
 
 def policy_gradient(results: Path, limit: int, steps: int, train: Trainer | None) -> None:
-    from harness.comparison import compare_runs
-    from harness.report_format import percent_ci
+    from rlvr.harness.comparison import compare_runs
+    from rlvr.harness.report_format import percent_ci
 
     print(
         f"\n== 4. reinforcement learning with the verifier as reward: {steps} Dr. GRPO steps on arith_train, held-out "
@@ -207,9 +207,9 @@ def _set_value(value: object) -> str:
 
 def show_grading(timeout: float) -> None:
     """The verdict table of the shipped sample (part 1)."""
-    from sandbox.math.verify import MathGrader
+    from rlvr.sandbox.math.verify import MathGrader
 
-    sample = resources.files("harness") / "data" / "demo" / "math_completions.jsonl"
+    sample = resources.files("rlvr.harness") / "data" / "demo" / "math_completions.jsonl"
     rows = [json.loads(line) for line in sample.read_text(encoding="utf-8").splitlines() if line.strip()]
     grader = MathGrader(timeout=timeout)
     try:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from harness.commands.options import add_eval_flags
-from harness.config import resolve_config
-from harness.errors import UserError
-from harness.eval_config import EvalConfig
+from rlvr.harness.commands.options import add_eval_flags
+from rlvr.harness.config import resolve_config
+from rlvr.harness.errors import UserError
+from rlvr.harness.eval_config import EvalConfig
 
 EPILOG = """\
 examples:
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.evaluate import print_summary, run_eval
+    from rlvr.harness.evaluate import print_summary, run_eval
 
     try:
         cfg = resolve_config(EvalConfig, args)

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.export import export_run
+    from rlvr.harness.export import export_run
 
     out = export_run(args.run, args.format, args.out, args.overwrite)
     print(f"exported {args.run} as {args.format} -> {out} (dataset card: {out}/README.md)")

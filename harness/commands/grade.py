@@ -9,9 +9,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.commands.options import add_ray_option
-from harness.errors import UserError
-from harness.grade_files import CODE_FIELDS, count_lines, grade_stream, read_rows, row_kind, row_problem
+from rlvr.harness.commands.options import add_ray_option
+from rlvr.harness.errors import UserError
+from rlvr.harness.grade_files import CODE_FIELDS, count_lines, grade_stream, read_rows, row_kind, row_problem
 
 EPILOG = """\
 input rows (JSON Lines):
@@ -98,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 class KindGraders:
     """The verifiers a file's rows need, each started on its first row: one ``rlvr grade`` run
-    grades a mixed math/code file, every row by its own ``kind`` (``harness.grade_files.row_kind``).
+    grades a mixed math/code file, every row by its own ``kind`` (``rlvr.harness.grade_files.row_kind``).
     ``grade_chunk`` is called from several threads; it keeps each row's place in the chunk."""
 
     def __init__(self, args: argparse.Namespace):
@@ -135,9 +135,9 @@ class KindGraders:
 
 
 def _ray_grader(args: argparse.Namespace):
-    """``--ray``: the same grading service, one actor per cluster CPU (``sandbox.ray_grading``);
+    """``--ray``: the same grading service, one actor per cluster CPU (``rlvr.sandbox.serving.ray_grading``);
     one service grades both kinds."""
-    from sandbox.ray_grading import RayGrader, RayUnavailable
+    from rlvr.sandbox.serving.ray_grading import RayGrader, RayUnavailable
 
     if args.actors is not None and args.actors < 1:
         raise UserError("--actors must be at least 1")
@@ -164,7 +164,7 @@ def _ray_item(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
 def _local_grader(args: argparse.Namespace, kind: str):
     """The in-process verifier for ``kind`` and its chunk grader."""
     if kind == "math":
-        from sandbox.math.verify import MathGrader
+        from rlvr.sandbox.math.verify import MathGrader
 
         grader = MathGrader(workers=args.workers, timeout=args.timeout or 1.0, shards=args.shards)
         grader.start()
@@ -173,7 +173,7 @@ def _local_grader(args: argparse.Namespace, kind: str):
             return grader.verify_batch([{**row, "answer": str(row["answer"])} for row in rows], policy=args.policy)
 
         return grader, grade_math
-    from sandbox.code.verify import CodeGrader
+    from rlvr.sandbox.code.verify import CodeGrader
 
     code = CodeGrader(
         workers=args.workers, limits={"time_s": args.timeout} if args.timeout else None, unsafe=args.unsafe
@@ -188,7 +188,7 @@ def _local_grader(args: argparse.Namespace, kind: str):
 def check_paths(args: argparse.Namespace) -> None:
     """Refuse an output that is the input (it would be emptied before it is read) and paths that
     cannot be written, before the graders start."""
-    from harness.paths import output_file, same_file
+    from rlvr.harness.paths import output_file, same_file
 
     outputs = [("--output", args.output), ("--summary-json", args.summary_json)]
     for flag, path in outputs:
@@ -224,8 +224,8 @@ def run(args: argparse.Namespace) -> int:
     if total == 0:
         source.close()
         raise UserError(f"{args.input} holds no rows; pass a JSONL file with one JSON object per line")
-    from sandbox.math.policy import PRESETS
-    from sandbox.version import CODE_VERIFIER, MATH_VERIFIER
+    from rlvr.sandbox.math.policy import PRESETS
+    from rlvr.sandbox.version import CODE_VERIFIER, MATH_VERIFIER
 
     if args.policy not in PRESETS:
         raise UserError(f"unknown math policy {args.policy!r}; choose one of {', '.join(sorted(PRESETS))}")

@@ -60,14 +60,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from harness.leaderboard.build import build_leaderboard
+    from rlvr.harness.leaderboard.build import build_leaderboard
 
     if args.diff and Path(args.diff).resolve() == Path(args.out).resolve():
-        from harness.errors import UserError
+        from rlvr.harness.errors import UserError
 
         raise UserError("--diff needs the earlier build in another directory than --out (copy it first)")
     if args.diff:
-        from harness.leaderboard.diff import _frame
+        from rlvr.harness.leaderboard.diff import _frame
 
         _frame(Path(args.diff))  # a missing or old-format build is one clear error before anything is rebuilt
     info = build_leaderboard(args.results, args.out, args.mix, args.plots, args.sample_pages)
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         f"{info['out']}/index.html, README.md, leaderboard.csv, leaderboard.parquet{pages}"
     )
     if args.diff:
-        from harness.leaderboard.diff import format_diff, write_diff
+        from rlvr.harness.leaderboard.diff import format_diff, write_diff
 
         print("\n" + format_diff(write_diff(Path(args.diff), Path(args.out))))
     return 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Mapping, Sequence
 
-from harness.eval_config import EvalConfig
-from harness.run_config import add_config_flags, add_setting_flags
+from rlvr.harness.eval_config import EvalConfig
+from rlvr.harness.run_config import add_config_flags, add_setting_flags
 
 #: ``EvalConfig``'s flag groups, in the order ``--help`` lists them
 EVAL_GROUPS = ("protocol", "backend", "grading and data", "run")

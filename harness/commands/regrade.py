@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.regrade import format_report, regrade
+    from rlvr.harness.regrade import format_report, regrade
 
     report = regrade(Path(args.run), args.grader, args.update, args.workers)
     print(format_report(report))

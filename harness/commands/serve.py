@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.options import add_ray_option
-from harness.errors import UserError
+from rlvr.harness.commands.options import add_ray_option
+from rlvr.harness.errors import UserError
 
 EPILOG = """\
 endpoints:
@@ -70,13 +70,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sandbox.server import ServerConfig, serve
+    from rlvr.sandbox.serving.server import ServerConfig, serve
 
     if args.workers is not None and args.workers < 1:
         raise UserError("--workers must be at least 1")
     if not 0 < args.port < 65536:
         raise UserError("--port must be between 1 and 65535")
-    from sandbox.server import DEFAULT_LIMIT_CAPS
+    from rlvr.sandbox.serving.server import DEFAULT_LIMIT_CAPS
 
     caps = dict(DEFAULT_LIMIT_CAPS)
     for entry in args.limit_cap:
@@ -122,11 +122,11 @@ def _serve_on_ray(config, args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from sandbox.ray_grading import RayUnavailable
+    from rlvr.sandbox.serving.ray_grading import RayUnavailable
 
     if args.replicas < 1:
         raise UserError("--replicas must be at least 1")
-    from sandbox import ray_serve
+    from rlvr.sandbox.serving import ray_serve
 
     try:
         url = ray_serve.run(config, args.replicas, args.ray)

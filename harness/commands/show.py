@@ -44,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.errors import UserError
-    from harness.show import check_filters, filter_samples, format_sample, header, load_run
+    from rlvr.harness.errors import UserError
+    from rlvr.harness.show import check_filters, filter_samples, format_sample, header, load_run
 
     if args.limit is not None and args.limit < 0:
         raise UserError("--limit must be 0 (all) or more")

@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
-from harness.leaderboard.html import render_page
-from harness.leaderboard.plots import all_plots
-from harness.leaderboard.tables import Table, build_tables, cell_text, collect_runs, protocol_values
-from harness.report_format import markdown_table, percent
-from harness.results import summary_rows
+from rlvr.harness.errors import UserError
+from rlvr.harness.leaderboard.html import render_page
+from rlvr.harness.leaderboard.plots import all_plots
+from rlvr.harness.leaderboard.tables import Table, build_tables, cell_text, collect_runs, protocol_values
+from rlvr.harness.report_format import markdown_table, percent
+from rlvr.harness.results import summary_rows
 
 CSV_FIELDS = [
     "table",
@@ -148,7 +148,7 @@ OWN_FILES = {
 def check_out(out: Path) -> Path:
     """``--out`` must be a directory (or creatable) and hold no file of ours' names that a build
     did not write: a leaderboard never replaces a user's README.md or index.html."""
-    from harness.paths import output_dir
+    from rlvr.harness.paths import output_dir
 
     out = output_dir(out)
     for name, marker in OWN_FILES.items():
@@ -168,7 +168,7 @@ def check_out(out: Path) -> Path:
 def write_sample_pages(tables: list[Table], out: Path) -> dict[str, str]:
     """``samples/<run>.html`` for every ranked run that kept its samples; run link -> page path
     (relative to ``out``). Pages of runs no longer on the board are removed (only ours)."""
-    from harness.leaderboard.samples_page import page_name, render_samples_page
+    from rlvr.harness.leaderboard.samples_page import page_name, render_samples_page
 
     folder = out / "samples"
     pages: dict[str, str] = {}
@@ -207,7 +207,7 @@ def build_leaderboard(
     (out / "README.md").write_text(markdown(tables, link_prefix, generated, notes), encoding="utf-8")
     frame = leaderboard_frame(tables, link_prefix)
     (out / "leaderboard.csv").write_text(csv_text(frame), encoding="utf-8", newline="")
-    # every summary field of every ranked cell, for pandas / the hub (harness.results.load_summaries + rank)
+    # every summary field of every ranked cell, for pandas / the hub (rlvr.harness.results.load_summaries + rank)
     frame.assign(run_path=frame["link"]).drop(columns=["link"]).to_parquet(out / "leaderboard.parquet", index=False)
     figures = all_plots(runs) if plots else []
     pages = write_sample_pages(tables, out) if sample_pages else {}

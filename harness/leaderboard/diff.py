@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
-from harness.report_format import markdown_table, percent, percent_ci
+from rlvr.harness.errors import UserError
+from rlvr.harness.report_format import markdown_table, percent, percent_ci
 
 KEY = ["run", "benchmark"]
 SHOWN = ["model.name", "protocol_fingerprint", "mean_at_n.value", "mean_at_n.ci95_lo", "mean_at_n.ci95_hi"]

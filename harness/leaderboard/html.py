@@ -7,9 +7,9 @@ import html
 import json
 from typing import Any
 
-from harness.leaderboard.samples_page import anchor
-from harness.leaderboard.tables import Table, cell_text, protocol_values
-from harness.report_format import percent
+from rlvr.harness.leaderboard.samples_page import anchor
+from rlvr.harness.leaderboard.tables import Table, cell_text, protocol_values
+from rlvr.harness.report_format import percent
 
 STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem; color: #1f2328; max-width: 1400px; }

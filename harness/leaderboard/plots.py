@@ -8,7 +8,7 @@ import io
 import re
 from collections import defaultdict
 
-from harness.leaderboard.tables import Run
+from rlvr.harness.leaderboard.tables import Run
 
 MAX_SERIES = 8
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.show import load_run
+from rlvr.harness.show import load_run
 
 #: Longest completion / prompt shown on the page (the run's samples.jsonl has them whole).
 MAX_CHARS = 6000

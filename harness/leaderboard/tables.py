@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.report_format import benchmark_label, flatten, percent, percent_ci
+from rlvr.harness.report_format import benchmark_label, flatten, percent, percent_ci
 
 PROTOCOL_COLUMNS = {
     "template.name": "template",

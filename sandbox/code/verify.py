@@ -13,15 +13,17 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sandbox.code.compare import Comparison
-from sandbox.code.extract import check_python_syntax, defines, extract_program, with_prelude
-from sandbox.code.languages import get_language
-from sandbox.code.limits import Limits
-from sandbox.code.testcases import BadTests, PreparedTests, check_expectations, normalize_tests
-from sandbox.pool import WorkerCrashed, WorkerPool, WorkerTimeout
-from sandbox.process_wide import ProcessWide
-from sandbox.verdict import Verdict
-from sandbox.version import CODE_VERIFIER
+from rlvr.sandbox.code.judging.compare import Comparison
+from rlvr.sandbox.code.rules.extract import check_python_syntax, defines, extract_program, with_prelude
+from rlvr.sandbox.code.rules.languages import get_language
+from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.rules.testcases import BadTests, PreparedTests, check_expectations, normalize_tests
+from rlvr.sandbox.pool import WorkerCrashed, WorkerPool, WorkerTimeout
+from rlvr.sandbox.process_wide import ProcessWide
+from rlvr.sandbox.verdict import Verdict
+from rlvr.sandbox.version import CODE_VERIFIER
+
+import rlvr
 
 MAX_PROGRAM_CHARS = 512_000
 #: A reference run's batch: this many calls or this many argument bytes per request.
@@ -29,8 +31,8 @@ COLLECT_CALLS = 2000
 COLLECT_BYTES = 8 << 20
 #: A reference run's judge hands back the calls it has not started after this many seconds.
 COLLECT_SLICE_S = 2.0
-#: The directory that holds the ``sandbox`` package: the judge's working directory and import root.
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: The directory that holds the ``rlvr`` package: the judge's working directory and import root.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(rlvr.__file__)))
 MAX_EXTRACTED_CHARS = 2000
 #: The judge starts with only these variables: nothing a program could find in memory is secret.
 JUDGE_ENV_KEYS = ("PATH", "LANG", "HOME", "RLVR_CACHE_DIR", "RLVR_SANDBOX_ISOLATION", "RLVR_SANDBOX_CGROUPS")
@@ -114,7 +116,9 @@ class CodeGrader:
             if self._pool is not None and self._pool.inherited:
                 self._pool = None  # forked: the parent's workers are not ours to use
             if self._pool is None:
-                self._pool = WorkerPool("sandbox.code.judge", self.workers, env=judge_env(), cwd=PACKAGE_ROOT)
+                self._pool = WorkerPool(
+                    "rlvr.sandbox.code.judging.judge", self.workers, env=judge_env(), cwd=PACKAGE_ROOT
+                )
             return self._pool
 
     def warm_up(self) -> None:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
 
-from sandbox.math.approx import REJECT_REL, clearly_different
-from sandbox.math.labels import clock_like, proportional, tuple_label_names
-from sandbox.math.normalize import Normalized
-from sandbox.math.numeric import NotNumeric, Num, TooLarge, parse_number, round_sig, significant_figures
-from sandbox.math.policy import MathPolicy
-from sandbox.math.structure import (
+from rlvr.sandbox.math.approx import REJECT_REL, clearly_different
+from rlvr.sandbox.math.labels import clock_like, proportional, tuple_label_names
+from rlvr.sandbox.math.normalize import Normalized
+from rlvr.sandbox.math.numeric import NotNumeric, Num, TooLarge, parse_number, round_sig, significant_figures
+from rlvr.sandbox.math.policy import MathPolicy
+from rlvr.sandbox.math.structure import (
     Assign,
     Interval,
     Leaf,
@@ -183,7 +183,7 @@ class Comparator:
 
     def _ratio_equal(self, p: Node, g: Node) -> bool:
         """Ratios: the same parts; proportional parts or the quotient only for a ratio that
-        cannot be a clock time (``12:00``, ``10:30``), see ``sandbox.math.labels``."""
+        cannot be a clock time (``12:00``, ``10:30``), see ``rlvr.sandbox.math.labels``."""
         if _is_ratio(p) and _is_ratio(g):
             assert isinstance(p, Seq) and isinstance(g, Seq)
             if len(p.items) == len(g.items) and all(self.equal(a, b) for a, b in zip(p.items, g.items)):

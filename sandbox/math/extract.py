@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from sandbox.math.latex_scan import find_group
-from sandbox.math.policy import MathPolicy
+from rlvr.sandbox.math.latex_scan import find_group
+from rlvr.sandbox.math.policy import MathPolicy
 
 MAX_COMPLETION_CHARS = 2_000_000
 _BOX_RE = re.compile(r"\\(boxed|fbox|framebox)\b")
@@ -142,7 +142,7 @@ def _from_boxes(region: str, policy: MathPolicy, gold_items: int) -> Extraction 
 
 
 def _count_items(content: str) -> int:
-    from sandbox.math.latex_scan import split_top_level
+    from rlvr.sandbox.math.latex_scan import split_top_level
 
     return len([p for p in split_top_level(content, (",", ";")) if p])
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import resource
 from typing import Any
 
-from sandbox.math.policy import MathPolicy
-from sandbox.math.prepare import Pending, prepare_item
-from sandbox.pool import serve
+from rlvr.sandbox.math.policy import MathPolicy
+from rlvr.sandbox.math.prepare import Pending, prepare_item
+from rlvr.sandbox.pool import serve
 
 MEMORY_LIMIT_BYTES = 2 * 1024**3
 

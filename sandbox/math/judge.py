@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sandbox.math.compare import Comparator, GoldUnparseable, NeedsSymbolic, pred_has_decimal
-from sandbox.math.normalize import Normalized, normalize_answer
-from sandbox.math.numeric import TooLarge
-from sandbox.math.policy import GoldSpec, MathPolicy
-from sandbox.math.structure import Node, Unparseable, count_items, parse_structure
+from rlvr.sandbox.math.compare import Comparator, GoldUnparseable, NeedsSymbolic, pred_has_decimal
+from rlvr.sandbox.math.normalize import Normalized, normalize_answer
+from rlvr.sandbox.math.numeric import TooLarge
+from rlvr.sandbox.math.policy import GoldSpec, MathPolicy
+from rlvr.sandbox.math.structure import Node, Unparseable, count_items, parse_structure
 
 __all__ = ["Judgement", "NeedsSymbolic", "judge", "parse_gold"]
 
@@ -80,7 +80,7 @@ def judge(pred_answer: str, gold: GoldSpec, policy: MathPolicy, symbolic: bool =
         return Judgement(False, "unparseable", str(exc))
     backend = None
     if symbolic:
-        from sandbox.math.symbolic import SymbolicBackend
+        from rlvr.sandbox.math.symbolic import SymbolicBackend
 
         backend = SymbolicBackend(policy, pred_has_decimal(pred.text), gold.tolerance)
     comparator = Comparator(policy, pred, parsed.normalized, gold.tolerance, backend)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from sandbox.math.latex_scan import split_top_level
+from rlvr.sandbox.math.latex_scan import split_top_level
 
 _SUB = r"(?:_\{[A-Za-z0-9,\\]+\}|_[A-Za-z0-9])?'*"
 _ATOM = r"(?:[A-Za-z]+|\\[a-zA-Z]+)" + _SUB

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from sandbox.math.structure import Unparseable
+from rlvr.sandbox.math.structure import Unparseable
 
 _DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?:[eE]([-+]?\d+))?|(?<![\d.])(\d+)[eE]([-+]?\d+)(?![\d.])")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sandbox.math.latex_scan import find_group, strip_outer_braces
+from rlvr.sandbox.math.latex_scan import find_group, strip_outer_braces
 
 MAX_ANSWER_CHARS = 20_000
 

@@ -45,7 +45,7 @@ class MathPolicy:
             original was while equivalence stays ours: ``boxed`` (``boxed_reward_fn``, Qwen-Math
             and no template) reads only the last ``\\boxed{}`` of the whole completion; ``r1``
             (``answer_tag_reward_fn``, R1 template) needs the exact ``</think> <answer>`` and a
-            ``</answer>``. Rules in ``sandbox.math.extract.extract_original``.
+            ``</answer>``. Rules in ``rlvr.sandbox.math.extract.extract_original``.
     """
 
     name: str = "math"

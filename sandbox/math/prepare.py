@@ -1,6 +1,6 @@
 """The per-item half of math grading that needs no sympy: read the item, extract, fast-path.
 
-Pure functions, so the grader's own thread and the shard processes (``sandbox.math.front``)
+Pure functions, so the grader's own thread and the shard processes (``rlvr.sandbox.math.front``)
 run exactly the same code: an item either ends here with a verdict, or leaves a request for
 the symbolic workers. Extraction and the exact fast path are linear in the completion length.
 """
@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.math.extract import extract_answer
-from sandbox.math.judge import NeedsSymbolic, judge, parse_gold
-from sandbox.math.policy import GoldSpec, MathPolicy, resolve_policy
-from sandbox.verdict import Verdict
-from sandbox.version import MATH_VERIFIER
+from rlvr.sandbox.math.extract import extract_answer
+from rlvr.sandbox.math.judge import NeedsSymbolic, judge, parse_gold
+from rlvr.sandbox.math.policy import GoldSpec, MathPolicy, resolve_policy
+from rlvr.sandbox.verdict import Verdict
+from rlvr.sandbox.version import MATH_VERIFIER
 
 MAX_EXTRACTED_CHARS = 2000
 _GOLD_KEYS = ("answer_type", "tolerance", "multiple")

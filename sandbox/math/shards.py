@@ -1,7 +1,7 @@
 """Spread the sympy-free half of math grading over one process per core.
 
 Extraction and the exact fast path run in the caller's thread unless a batch is large enough to
-pay for the pipe: then contiguous slices go to ``sandbox.math.front`` workers, and each slice's
+pay for the pipe: then contiguous slices go to ``rlvr.sandbox.math.front`` workers, and each slice's
 results are yielded as it finishes, so the symbolic workers start on its hard items while other
 slices are still being read. A slice whose worker overruns its deadline or dies is retried item
 by item; an item that still overruns gets a ``timeout`` verdict, one that still crashes a
@@ -15,11 +15,11 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from sandbox.math.policy import MathPolicy
-from sandbox.math.prepare import Pending, prepare_item
-from sandbox.pool import Deadline, WorkerCrashed, WorkerPool, WorkerTimeout
-from sandbox.verdict import Verdict
-from sandbox.version import MATH_VERIFIER
+from rlvr.sandbox.math.policy import MathPolicy
+from rlvr.sandbox.math.prepare import Pending, prepare_item
+from rlvr.sandbox.pool import Deadline, WorkerCrashed, WorkerPool, WorkerTimeout
+from rlvr.sandbox.verdict import Verdict
+from rlvr.sandbox.version import MATH_VERIFIER
 
 #: below this many items per shard a batch is cheaper to prepare in the caller's thread
 MIN_ITEMS_PER_SHARD = 64
@@ -67,7 +67,7 @@ class MathShards:
         if self._pool is not None and self._pool.inherited:
             self._pool = None
         if self._pool is None:
-            self._pool = WorkerPool("sandbox.math.front", self.size)
+            self._pool = WorkerPool("rlvr.sandbox.math.front", self.size)
         return self._pool
 
     def wanted(self, n_items: int) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sandbox.math.labels import (
+from rlvr.sandbox.math.labels import (
     canonical_label,
     has_free_letter,
     is_label,
@@ -20,7 +20,7 @@ from sandbox.math.labels import (
     split_bracket_alternatives,
     written_number,
 )
-from sandbox.math.latex_scan import enclosing_pair, split_top_level, strip_outer_braces
+from rlvr.sandbox.math.latex_scan import enclosing_pair, split_top_level, strip_outer_braces
 
 
 class Unparseable(ValueError):

@@ -16,13 +16,12 @@ from functools import lru_cache
 import sympy
 from antlr4.atn.PredictionMode import PredictionMode
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig, _Latex2Sympy
-
-from sandbox.math.compare import GoldUnparseable
-from sandbox.math.latex_prep import prepare_latex
-from sandbox.math.latex_scan import split_top_level
-from sandbox.math.numeric import TooLarge
-from sandbox.math.structure import Assign, Interval, Leaf, Node, PlusMinus, Seq, Unparseable
-from sandbox.math.structure import Union as UnionNode
+from rlvr.sandbox.math.compare import GoldUnparseable
+from rlvr.sandbox.math.latex_prep import prepare_latex
+from rlvr.sandbox.math.latex_scan import split_top_level
+from rlvr.sandbox.math.numeric import TooLarge
+from rlvr.sandbox.math.structure import Assign, Interval, Leaf, Node, PlusMinus, Seq, Unparseable
+from rlvr.sandbox.math.structure import Union as UnionNode
 
 _CONVERSION = ConversionConfig(lowercase_symbols=False, interpret_simple_eq_as_assignment=False)
 MAX_EXPONENT = 10_000

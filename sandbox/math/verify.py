@@ -2,7 +2,7 @@
 
 Flow for one item: extract the final answer (linear time), normalise it and try the exact fast
 path (integers, fractions, decimals, text): in the caller's thread, or for a large batch in
-shard processes, one per core (``sandbox.math.shards``). Only answers that need sympy go to an
+shard processes, one per core (``rlvr.sandbox.math.shards``). Only answers that need sympy go to an
 isolated worker process, which is killed if it overruns the deadline. The same function
 and settings serve training rewards and evaluation grades.
 
@@ -10,10 +10,10 @@ The deadline (``timeout``) is CPU time of the worker process, not wall time: an 
 beside a trainer and an inference engine, and a verdict must not depend on how busy the machine
 is. The worker's own timer stops a slow comparison at ``SOFT_FRACTION`` of the budget (a
 ``timeout`` verdict, no restart); the caller kills a worker that reaches the whole budget, or
-the wall-clock backstop (``sandbox.pool.backstop``, ten times the budget plus 5 s) if it is
+the wall-clock backstop (``rlvr.sandbox.pool.backstop``, ten times the budget plus 5 s) if it is
 stuck without using CPU. Starting and warming a worker are never charged to an item: the budget
 starts when the worker picks the request up, and a comparison a still-cold worker could not
-finish is retried there on a fresh budget (``sandbox.math.worker``).
+finish is retried there on a fresh budget (``rlvr.sandbox.math.worker``).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from sandbox.math.policy import GoldSpec, MathPolicy, resolve_policy
-from sandbox.math.prepare import Pending, gold_spec, is_literal_number, make_verdict, prepare, prepare_item
-from sandbox.math.shards import MathShards, default_shards
-from sandbox.pool import Deadline, WorkerCrashed, WorkerPool, WorkerTimeout, backstop
-from sandbox.process_wide import ProcessWide
-from sandbox.verdict import UNVERIFIABLE_REASONS, Verdict
+from rlvr.sandbox.math.policy import GoldSpec, MathPolicy, resolve_policy
+from rlvr.sandbox.math.prepare import Pending, gold_spec, is_literal_number, make_verdict, prepare, prepare_item
+from rlvr.sandbox.math.shards import MathShards, default_shards
+from rlvr.sandbox.pool import Deadline, WorkerCrashed, WorkerPool, WorkerTimeout, backstop
+from rlvr.sandbox.process_wide import ProcessWide
+from rlvr.sandbox.verdict import UNVERIFIABLE_REASONS, Verdict
 
 __all__ = ["MathGrader", "default_grader", "gold_spec", "is_literal_number", "verify_math", "verify_math_batch"]
 
@@ -81,7 +81,7 @@ class MathGrader:
             if self._pool is not None and self._pool.inherited:
                 self._pool = None  # forked: the parent's workers are not ours to use
             if self._pool is None:
-                self._pool = WorkerPool("sandbox.math.worker", self.workers, replacement_args=("--no-warm",))
+                self._pool = WorkerPool("rlvr.sandbox.math.worker", self.workers, replacement_args=("--no-warm",))
             return self._pool
 
     def start(self) -> None:

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sandbox.math.judge import judge, parse_gold
-from sandbox.math.policy import GoldSpec, MathPolicy
-from sandbox.pool import renew_budget, serve
+from rlvr.sandbox.math.judge import judge, parse_gold
+from rlvr.sandbox.math.policy import GoldSpec, MathPolicy
+from rlvr.sandbox.pool import renew_budget, serve
 
 MEMORY_LIMIT_BYTES = 2 * 1024**3
 #: Parses (warm-up lines and requests) after which this worker's parser caches count as warm.
@@ -26,7 +26,7 @@ MEMORY_LIMIT_BYTES = 2 * 1024**3
 #: budget on work a warm one never repeats (a physics gold took 0.6-1.1 s of CPU cold, 0.07 s
 #: warm): until then a comparison that runs out of time is tried again (``handle``).
 WARM_AFTER_PARSES = 150
-#: Fresh budgets a comparison may get while the worker is cold (``sandbox.pool.MAX_RENEWALS``
+#: Fresh budgets a comparison may get while the worker is cold (``rlvr.sandbox.pool.MAX_RENEWALS``
 #: caps what the caller grants).
 COLD_RETRIES = 3
 
@@ -105,9 +105,8 @@ def _forget_interrupted_work() -> None:
     and a retry (or a later item with the same gold) answering from it would get a verdict no
     full computation gives. An interrupt that reached us left nothing: caches store only what
     returned. The ANTLR prediction cache that warm-up builds is not among these."""
+    from rlvr.sandbox.math.symbolic import to_sympy
     from sympy.core.cache import clear_cache
-
-    from sandbox.math.symbolic import to_sympy
 
     parse_gold.cache_clear()
     to_sympy.cache_clear()
@@ -120,7 +119,7 @@ def main() -> None:
     except (ValueError, OSError):
         pass
     signal.signal(signal.SIGPROF, _on_soft_timeout)
-    import sandbox.math.symbolic  # noqa: F401  (pay the sympy import before saying ready)
+    import rlvr.sandbox.math.symbolic  # noqa: F401  (pay the sympy import before saying ready)
 
     # A replacement for a killed worker joins a busy pool: it warms up by working instead.
     serve(handle, idle_steps=None if "--no-warm" in sys.argv else _WARM_UP)
@@ -129,7 +128,7 @@ def main() -> None:
 def _warm_parser():
     """Parse a corpus of typical answers while idle: ANTLR's prediction cache (DFA) is per
     process and a cold one makes the first few hundred parses several times slower."""
-    from sandbox.math.symbolic import to_sympy
+    from rlvr.sandbox.math.symbolic import to_sympy
 
     global _parses
     corpus = (Path(__file__).with_name("warmup_corpus.txt")).read_text(encoding="utf-8").splitlines()

@@ -1,0 +1,1 @@
+"""Generation backends: transformers, vLLM and an OpenAI-compatible endpoint, behind one interface."""

@@ -1,0 +1,1 @@
+"""Isolation: namespaces, the read-only root, cgroups, seccomp, the zygote and its slots."""

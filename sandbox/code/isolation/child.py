@@ -1,0 +1,314 @@
+"""The test child: the process that joins the sandbox's cgroup, drops privileges, applies
+rlimits and the system-call filter, then runs the untrusted program (or, for Python, serves
+calls of its entry point), reporting through pipes.
+
+Forked by the supervisor (``rlvr.sandbox.code.running.runner``) for every test. Nothing this process writes
+is believed: the supervisor reads its exit status, its usage and the cgroup's counters itself,
+and parses the call channel as untrusted bytes. The only message that precedes the program is
+the one-byte "ready" on a descriptor that is closed before the program's first instruction: a
+child that dies before it is a sandbox fault, one that dies after it is the program's.
+
+Call channel, child to supervisor: ``L`` once (the program's module code has run; that counts
+as the program's time, like a test), then per call ``S`` (arguments decoded, the call starts), ``R`` (the call
+returned or raised), then ``V`` and the encoded value in chunks (4-byte length + bytes each, a
+zero length ends it), ``E`` + length + exception text, or ``X`` + length + why the value could
+not be encoded. The markers only frame the protocol: the call's clock runs from the moment the
+child may take the request to its complete answer, decoding the arguments and encoding the
+result included, since the program's code can run during both (a class its arguments are
+rebuilt into, a profile hook, a replaced function of this module).
+"""
+
+from __future__ import annotations
+
+import builtins
+import fcntl
+import importlib
+import io
+import os
+import struct
+import sys
+import types
+from typing import Any
+
+from rlvr.sandbox.code.isolation import seccomp
+from rlvr.sandbox.code.isolation.primitives import SITE_DIR, ResourceLimits, apply_rlimits, drop_privileges
+from rlvr.sandbox.code.judging.decoding import Decoder
+from rlvr.sandbox.code.running.values import Encoder, Unencodable
+from rlvr.sandbox.wire import write_all
+
+SANDBOX_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+CALL_ARGS_FD, CALL_RESULT_FD = 3, 4
+_U32 = struct.Struct("!I")
+#: Request flags (supervisor to call child). ``SHARED``: the entry is a method of one
+#: ``Solution`` instance made on first use and kept for every later call (LiveCodeBench's
+#: runner makes one per problem); without it each call gets a fresh instance.
+WRITEBACK, HANDLES, SHARED = 1, 2, 4
+ENTRY = "@entry"
+
+
+# ---------------------------------------------------------------------------------------------
+# Becoming the sandboxed process
+# ---------------------------------------------------------------------------------------------
+def enter_child(
+    fds: dict[int, int], uid: int | None, limits: ResourceLimits, workdir: str, ready_fd: int, use_seccomp: bool
+) -> None:
+    """Own session, fds 0.. only, limits, unprivileged uid, filter; then tell the supervisor
+    the sandbox holds (``ready``) and close that descriptor. (The child is already in the
+    sandbox's cgroup: it inherits the supervisor's.)"""
+    os.setsid()
+    fds = {**fds, max(fds) + 1: ready_fd}
+    parked = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 256) for target, source in fds.items()}
+    for target, source in parked.items():
+        os.dup2(source, target)
+    ready = max(fds)
+    os.closerange(ready + 1, 65536)
+    os.chdir(workdir)
+    try:  # the out-of-memory killer takes this process before the supervisor
+        adj = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(adj, b"1000")
+        finally:
+            os.close(adj)
+    except OSError:
+        pass
+    apply_rlimits(limits)
+    if uid is not None:
+        drop_privileges(uid)
+    if set(os.environ) != set(SANDBOX_ENV) or os.environ.get("HOME") != workdir:
+        os.environ.clear()
+        os.environ.update(SANDBOX_ENV)
+        os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    if use_seccomp:
+        seccomp.install()
+    os.write(ready, b"1")
+    os.close(ready)
+
+
+def python_streams(isolated: bool = True) -> None:
+    """Fresh standard streams over fds 0-2, no digit cap on ``int``/``str`` conversion, and an
+    import path of the standard library plus the allowed packages (``/site``) only."""
+    sys.stdin = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace"
+    )
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="replace"
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="replace", line_buffering=True
+    )
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)
+    if isolated and sys.path[-1:] != [SITE_DIR]:
+        sandbox_import_path()
+
+
+def sandbox_import_path() -> None:
+    """The standard library's directories that exist in the sandbox, then ``/site``; import
+    caches of the host's view dropped. PID 1 does it once; its test children inherit it."""
+    sys.path[:] = [p for p in sys.path if p and os.path.isdir(p)] + [SITE_DIR]
+    importlib.invalidate_caches()
+
+
+def _flush_and_exit(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(code)
+
+
+_COMPILED: dict[str, Any] = {}
+#: The one ``Solution`` instance of a call child's ``SHARED`` calls.
+_SHARED: list[Any] = []
+
+
+def compile_program(path: str) -> None:
+    """Parse a Python file once in the supervisor (parsing runs nothing), so each test child
+    only executes the code object instead of re-reading and re-compiling the source."""
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)  # the supervisor's own process: long literals compile
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+        _COMPILED[path] = compile(fh.read(), path, "exec", dont_inherit=True)
+
+
+def run_code(code: Any, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Execute a code object in ``namespace`` (in a sandboxed child only)."""
+    types.FunctionType(code, namespace)()
+    return namespace
+
+
+def _run_python_script(path: str, run_name: str) -> dict[str, Any]:
+    code = _COMPILED.get(path)
+    if code is None:
+        compile_program(path)
+        code = _COMPILED[path]
+    return run_code(code, {"__name__": run_name, "__file__": path, "__builtins__": builtins})
+
+
+def python_main(path: str, system_exit_ends: bool = False) -> None:
+    """Run a stdin program as ``__main__``; exceptions are runtime errors. ``system_exit_ends``:
+    ``SystemExit`` (``exit(1)``, ``sys.exit(main())``) ends the program like falling off its
+    end, whatever its code, as LiveCodeBench's runner catches it; what was printed is the
+    answer. Only that exception: any other one, and ``os._exit`` with a non-zero status, is
+    still a runtime error."""
+    import traceback
+
+    code = 0
+    try:
+        _run_python_script(path, "__main__")
+    except SystemExit as exc:
+        if not system_exit_ends:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    _flush_and_exit(code)
+
+
+# ---------------------------------------------------------------------------------------------
+# The call server
+# ---------------------------------------------------------------------------------------------
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        chunk = os.read(fd, min(size - got, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def encode_call_request(name: str, args: bytes, flags: int = 0, handle: int = 0) -> bytes:
+    """Supervisor side: ``[len][flags][handle][name length][name][encoded (args, kwargs)]``."""
+    raw = name.encode()
+    body = struct.pack("!BIH", flags, handle, len(raw)) + raw + args
+    return _U32.pack(len(body)) + body
+
+
+def _resolve(
+    namespace: dict[str, Any], entry: str | None, name: str, handle: int, handles: dict[int, Any], flags: int = 0
+) -> Any:
+    if handle:
+        target = handles[handle]
+        return getattr(target, name) if name else target
+    if name == ENTRY:
+        if not entry:
+            raise NameError("no entry point was named")
+        cls = namespace.get("Solution")
+        if isinstance(cls, type) and hasattr(cls, entry):
+            if not flags & SHARED:
+                return getattr(cls(), entry)
+            if not _SHARED or _SHARED[0] is not cls:
+                _SHARED[:] = [cls, cls()]
+            return getattr(_SHARED[1], entry)
+        name = entry
+    if name not in namespace or not callable(namespace[name]):
+        raise NameError(f"no function or Solution method named {name!r}")
+    return namespace[name]
+
+
+def python_calls(path: str, entry: str | None, max_result_bytes: int) -> None:
+    """Load the program once, then answer calls until the supervisor closes the channel."""
+    import traceback
+
+    try:
+        namespace = _run_python_script(path, "__solution__")
+    except BaseException:
+        traceback.print_exc()
+        _flush_and_exit(1)
+    _send(CALL_RESULT_FD, b"L")  # the program's module code has run: calls may start
+
+    def instance(type_name: str, attrs: dict[str, Any]) -> Any:
+        cls = namespace.get(type_name)
+        if not isinstance(cls, type):
+            raise NameError(f"the tests pass a {type_name} but the program defines no such class")
+        obj = cls.__new__(cls)
+        obj.__dict__.update(attrs)
+        return obj
+
+    handles: dict[int, Any] = {}
+    out = CALL_RESULT_FD
+    requests = io.BufferedReader(io.FileIO(CALL_ARGS_FD, "r", closefd=False), 1 << 20)
+    decoder = Decoder(instances=instance)
+    while True:
+        try:
+            head = requests.read(4)
+            if len(head) < 4:
+                raise EOFError
+            (size,) = _U32.unpack(head)
+            body = requests.read(size)
+            if len(body) < size:
+                raise EOFError
+        except (EOFError, OSError):
+            _flush_and_exit(0)
+        flags, handle, name_len = struct.unpack_from("!BIH", body)
+        name = body[7 : 7 + name_len].decode()
+        try:
+            args, kwargs = decoder.decode(body[7 + name_len :])
+        except BaseException as exc:
+            _send(out, b"SR" + _message(b"E", exc))
+            continue
+        # The program's code may run anywhere in here (a class the arguments are rebuilt into,
+        # its constructor, a replaced sys.stdout's flush, a hook): all of it on the call's clock.
+        _send(out, b"S")
+        try:
+            value = _resolve(namespace, entry, name, handle, handles, flags)(*args, **kwargs)
+        except BaseException as exc:
+            _send(out, b"R" + _message(b"E", exc))
+            continue
+        try:
+            sys.stdout.flush()
+        except BaseException:
+            pass
+        _send(out, b"R")
+        started = [False]
+
+        def chunk(data: bytes) -> None:
+            if not data:
+                return  # a zero length ends the value
+            head = (b"" if started[0] else b"V") + _U32.pack(len(data))
+            started[0] = True
+            write_all(out, [head, data])
+
+        try:
+            encoder = Encoder(max_result_bytes, handles=handles if flags & HANDLES else None, sink=chunk)
+            rest = encoder.encode((value, tuple(args)) if flags & WRITEBACK else value)
+        except (Unencodable, RecursionError, MemoryError, OverflowError, ValueError, TypeError) as exc:
+            if started[0]:
+                _flush_and_exit(1)  # half a value is on the channel: end this child
+            _send(out, _message(b"X", exc))
+            continue
+        tail = _U32.pack(0)
+        if rest:
+            write_all(out, [(b"" if started[0] else b"V") + _U32.pack(len(rest)), rest, tail])
+        else:
+            _send(out, (b"" if started[0] else b"V") + tail)
+
+
+def _message(kind: bytes, exc: BaseException) -> bytes:
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except BaseException:
+        text = type(exc).__name__
+    raw = text[:500].encode("utf-8", "replace")
+    return kind + _U32.pack(len(raw)) + raw

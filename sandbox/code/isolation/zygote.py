@@ -1,0 +1,355 @@
+"""The zygote: a warm fork server that creates one sandbox per submission.
+
+It has the Python runtime and common standard-library modules already imported, so a test child
+is a ``fork`` away instead of a fresh interpreter. It is forked from the judge at start-up,
+before the judge has read any request, and afterwards receives only limits and a language:
+never a program, an input or a test. So no sandboxed process (all forked from here) can find
+another submission in its memory, freed or not. For each submission it creates the sandbox's
+cgroup, draws a fresh uid, and forks a small process that gives itself a new empty session
+keyring, creates the namespaces and the read-only root, and forks the supervisor (PID 1
+inside); the supervisor's pipes and a pidfd of the sandbox go back to the judge over a Unix
+socket, and the judge then sends the program straight to the supervisor. When the judge reports
+the sandbox gone, the zygote reaps it, says so (the verdict waits: no zombie outlives it), and
+then removes its cgroup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+from collections import deque
+from typing import Any, Callable
+
+from rlvr.sandbox.code.isolation import seccomp
+from rlvr.sandbox.code.isolation.cgroups import SUPERVISOR_MB, Cgroups
+from rlvr.sandbox.code.isolation.child import SANDBOX_ENV
+from rlvr.sandbox.code.isolation.primitives import (
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUTS,
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+    SCRATCH_DIR,
+    build_template,
+    default_layout,
+    enter_root,
+    join_fresh_keyring,
+    mount_proc,
+    prctl,
+    sandbox_uid,
+    setns,
+    unshare,
+)
+from rlvr.sandbox.code.isolation.slots import Slot, Slots
+from rlvr.sandbox.code.rules.languages import Language, get_language
+from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.running.submission import serve_submission
+from rlvr.sandbox.wire import recv_json, send_json, write_frame
+
+#: Program directory size: the source (at most 512k characters) and a compiled binary.
+PROGRAM_KB = 64 << 10
+
+
+def _close_all_but(keep: set[int]) -> None:
+    """Close every descriptor not in ``keep`` (other slots', the judge's socket, the spare's pipes)."""
+    low = 0
+    for fd in sorted(keep):
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 65536)
+
+
+def start_isolated(
+    setup: dict[str, Any], language: Language, slot: Slot, uid: int, root: str, own_pidns: int
+) -> tuple[int, int, int]:
+    """Fork the sandbox's PID 1 for one submission; returns (its pid, control fd, result fd)."""
+    ctl_r, ctl_w = os.pipe()
+    res_r, res_w = os.pipe()
+    unshare(CLONE_NEWPID)  # the next child is PID 1 of a new PID namespace
+    try:
+        pid = os.fork()
+    except BaseException:
+        setns(own_pidns, CLONE_NEWPID)
+        raise
+    if pid == 0:
+        code = 1
+        try:
+            devnull = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            _close_all_but({0, 1, 2, ctl_r, res_w, *slot.fds()})
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            limits = Limits.from_any(setup["limits"])
+            join_fresh_keyring()
+            unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
+            setns(slot.netns, CLONE_NEWNET)
+            os.close(slot.netns)
+            enter_root(root, limits.scratch_mb, limits.scratch_files, PROGRAM_KB)
+            mount_proc()
+            socket.sethostname("sandbox")
+            serve_submission(ctl_r, res_w, setup, language, uid, True, SCRATCH_DIR, slot.cgroup, seccomp.available())
+            code = 0
+        except BaseException as exc:  # report, never raise out of a forked child
+            report_fatal(res_w, exc)
+        os._exit(code)
+    setns(own_pidns, CLONE_NEWPID)
+    os.close(ctl_r)
+    os.close(res_w)
+    return pid, ctl_w, res_r
+
+
+def report_fatal(res_w: int, exc: BaseException) -> None:
+    """Tell the supervisor's reader why a forked child could not start (best effort: the pipe may
+    already be gone)."""
+    try:
+        write_frame(res_w, {"fatal": f"{type(exc).__name__}: {exc}"})
+    except BaseException:
+        pass
+
+
+def start_unsafe(setup: dict[str, Any], language: Language) -> tuple[int, int, int]:
+    """Without isolation (``unsafe``): an outer process with a private work directory, which it
+    removes once the supervisor (a subreaper for the program's processes) is gone."""
+    ctl_r, ctl_w = os.pipe()
+    res_r, res_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(ctl_w)
+            os.close(res_r)
+            devnull = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            import shutil
+            import tempfile
+
+            workdir = tempfile.mkdtemp(prefix="rlvr-unsafe-")
+            os.chmod(workdir, 0o755)
+            supervisor = os.fork()
+            if supervisor == 0:
+                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+                prctl(PR_SET_CHILD_SUBREAPER, 1)
+                serve_submission(ctl_r, res_w, setup, language, None, False, workdir, None, False)
+                os._exit(0)
+            os.close(ctl_r)
+            os.close(res_w)
+            os.waitpid(supervisor, 0)
+            shutil.rmtree(workdir, ignore_errors=True)
+            code = 0
+        except BaseException as exc:  # report, never raise out of a forked child
+            report_fatal(res_w, exc)
+        os._exit(code)
+    os.close(ctl_r)
+    os.close(res_w)
+    return pid, ctl_w, res_r
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+#: Standard-library modules programs commonly import, loaded once here so tests skip the import.
+PRELOAD = (
+    "traceback",
+    "linecache",
+    "collections",
+    "heapq",
+    "bisect",
+    "itertools",
+    "functools",
+    "math",
+    "re",
+    "string",
+    "operator",
+    "copy",
+    "array",
+    "random",
+    "typing",
+    "decimal",
+    "fractions",
+    "statistics",
+    "datetime",
+    "json",
+)
+
+
+class Zygote:
+    """The zygote's state: the root template, the slots, live sandboxes' slots, recently used
+    uids, and one spare sandbox built ahead (namespaces, root, slot, supervisor waiting for its
+    program), so a judge's request is answered at once and the building overlaps the judge's
+    work. A spare holds nothing of any submission: the program reaches it only after it is
+    handed out."""
+
+    def __init__(self, isolated: bool):
+        self.isolated = isolated
+        cgroups, self.cgroup_note = Cgroups.detect() if isolated else (None, "unsafe mode")
+        if cgroups is not None:
+            cgroups.sweep()
+        self.slots = Slots(cgroups)
+        self.live: dict[int, Slot | None] = {}
+        self.recent_uids: deque[int] = deque(maxlen=65536)
+        self.spare: tuple[str, dict[str, Any], list[int]] | None = None
+        self.root, self.own_pidns = "", -1
+        if isolated:
+            self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            unshare(CLONE_NEWNS)  # the template lives in the zygote's own mount namespace
+            self.root = build_template(default_layout())
+            # Every sandbox inherits this environment, so a test child need not rewrite its own.
+            os.environ.clear()
+            os.environ.update(SANDBOX_ENV)
+
+    def uid(self) -> int:
+        while True:
+            uid = sandbox_uid()
+            if uid not in self.recent_uids:
+                self.recent_uids.append(uid)
+                return uid
+
+    def open(self, setup: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+        """A sandbox for ``setup`` (the spare if it was built for the same language and
+        limits); a new spare like it is built afterwards, by ``refill``."""
+        key = json.dumps([setup["language"], setup["limits"]], sort_keys=True)
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            if spare[0] == key:
+                return spare[1], spare[2]
+            self.discard(spare)
+        return self.build(setup)
+
+    def refill(self, setup: dict[str, Any]) -> None:
+        if self.spare is None:
+            reply, fds = self.build(setup)
+            self.spare = (json.dumps([setup["language"], setup["limits"]], sort_keys=True), reply, fds)
+
+    def discard(self, spare: tuple[str, dict[str, Any], list[int]]) -> None:
+        _, reply, fds = spare
+        for fd in fds:
+            os.close(fd)  # the supervisor sees its control pipe close and exits
+        self.reap(reply["pid"])
+
+    def build(self, setup: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+        language = get_language(setup["language"])
+        if not self.isolated:
+            pid, ctl_w, res_r = start_unsafe(setup, language)
+            self.live[pid] = None
+        else:
+            limits = Limits.from_any(setup["limits"])
+            # The supervisor lives in the sandbox's cgroup, outside the program's: one process
+            # more, and memory for itself and the output and result buffers it fills.
+            supervisor_mb = SUPERVISOR_MB + 2 * limits.result_mb + 2 * (-(-limits.output_kb // 1024))
+            slot = self.slots.acquire(
+                limits.memory_mb << 20,
+                limits.processes + 1,
+                supervisor_mb << 20,
+                max(limits.memory_mb, limits.compile_memory_mb) << 20,
+            )
+            try:
+                pid, ctl_w, res_r = start_isolated(setup, language, slot, self.uid(), self.root, self.own_pidns)
+            except BaseException:
+                self.slots.recycle(slot, self.slots.vacate(slot))
+                raise
+            self.live[pid] = slot
+        pidfd = os.pidfd_open(pid)
+        return {
+            "pid": pid,
+            "cgroup": self.slots.cgroups is not None,
+            "cgroup_note": self.cgroup_note,
+            "seccomp": self.isolated and seccomp.available(),
+        }, [ctl_w, res_r, pidfd]
+
+    def reap(self, pid: int, reaped: Callable[[int], None] | None = None) -> None:
+        """Reap a sandbox's PID 1 (the kernel has then ended every process of its PID
+        namespace), check its slot's cgroup is empty (killing and waiting for any member
+        found), answer, and only then recycle the slot."""
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        slot = self.live.pop(pid, None)
+        clean = self.slots.vacate(slot) if slot is not None else True
+        if reaped is not None:
+            reaped(pid)
+        if slot is not None:
+            self.slots.recycle(slot, clean)
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self.discard(self.spare)
+        for pid in list(self.live):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.reap(pid)
+        self.slots.close_all()
+
+
+def zygote_loop(sock: socket.socket, isolated: bool) -> None:
+    """Serve the judge until the socket closes: ``{"open": setup}`` starts a sandbox and
+    returns its pipes and pidfd; ``{"reap": pid}`` collects an exited sandbox (no zombie, no
+    leftover cgroup)."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    import gc
+
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    zygote = Zygote(isolated)
+    gc.collect()
+    gc.freeze()
+    while True:
+        ready, _, _ = select.select([sock], [], [], 5.0)
+        if not ready:
+            _reap()
+            continue
+        message = recv_json(sock)
+        if message is None:
+            zygote.close()
+            return
+        if "reap" in message:
+            # Reply once PID 1 is reaped and its cgroup found empty (the verdict waits for
+            # this: no process and no zombie is left when it returns).
+            zygote.reap(int(message["reap"]), lambda pid: send_json(sock, {"reaped": pid}))
+            continue
+        try:
+            reply, fds = zygote.open(message["open"])
+        except Exception as exc:  # report, keep serving
+            send_json(sock, {"error": f"{type(exc).__name__}: {exc}"})
+            continue
+        send_json(sock, reply, fds=fds)
+        for fd in fds:
+            os.close(fd)
+        try:
+            zygote.refill(message["open"])
+        except Exception:
+            pass  # the next request builds one itself
+
+
+def start_zygote(isolated: bool) -> tuple[int, socket.socket]:
+    """Fork the zygote; returns its pid and the judge's end of the socket."""
+    judge_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        judge_end.close()
+        try:
+            zygote_loop(zygote_end, isolated)
+        finally:
+            os._exit(0)
+    zygote_end.close()
+    return pid, judge_end

@@ -1,0 +1,1 @@
+"""Judging outside the sandbox: the judge, trusted decoding and comparison, expected outputs."""

@@ -1,0 +1,144 @@
+"""PID 1's main loop for one submission: frames from the judge in, outcomes out.
+
+The program arrives only here, after the fork from the zygote, so the process that runs it
+never held another submission's program, inputs or tests. It is compiled (or byte-compiled),
+copied into the program directory and sealed read-only before any test runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import sys
+from typing import Any
+
+from rlvr.sandbox.code.isolation.child import compile_program, encode_call_request, sandbox_import_path
+from rlvr.sandbox.code.isolation.primitives import seal_program_dir
+from rlvr.sandbox.code.rules.languages import Language
+from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.running.channels import Outcome
+from rlvr.sandbox.code.running.runner import SetupFailed, Supervisor
+from rlvr.sandbox.code.running.tester_relay import run_tester
+from rlvr.sandbox.wire import read_frame, write_frame
+
+
+def serve_submission(
+    ctl_fd: int,
+    res_fd: int,
+    setup: dict[str, Any],
+    language: Language,
+    uid: int | None,
+    isolated: bool,
+    workdir: str,
+    cgroup: Any,
+    use_seccomp: bool,
+) -> None:
+    """PID 1's loop: receive the program (only now, after the fork), compile it, seal it, then
+    run the tests the judge sends one by one."""
+    limits = Limits.from_any(setup["limits"])
+    if cgroup is not None:
+        # Join once: every test child forked from here starts inside (a v1 attach costs
+        # milliseconds). Children raise their out-of-memory score to the maximum, so the
+        # kernel's killer picks them, never the supervisor; its own CPU is subtracted.
+        cgroup.join()
+    supervisor = Supervisor(language, limits, uid, isolated, workdir, cgroup, use_seccomp)
+    header, _ = read_frame(ctl_fd)
+    if not isolated:
+        os.makedirs(supervisor.prog_dir, exist_ok=True)
+        os.makedirs(supervisor.scratch, mode=0o777, exist_ok=True)
+        os.chmod(supervisor.scratch, 0o777)
+    for name, content in (header.get("files") or {}).items():
+        path = os.path.join(supervisor.prog_dir, name)
+        with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            fh.write(content)
+        os.chmod(path, 0o444)
+    for name in [m for m in sys.modules if m.split(".")[:2] in (["rlvr", "harness"], ["rlvr", "trainers"])]:
+        del sys.modules[name]
+    if isolated:
+        sandbox_import_path()
+    source = os.path.join(supervisor.prog_dir, language.source)
+    compiled = {"status": "ok"}
+    if language.warm and header.get("files"):
+        try:
+            compile_program(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            compiled = {"status": "ce", "stderr": f"{type(exc).__name__}: {exc}"[:4000]}
+    elif language.compile and header.get("files"):
+        outcome = supervisor.compile()
+        compiled = {**outcome.header(), "stderr": outcome.stderr[-4000:].decode("utf-8", "replace")}
+        if outcome.status == "ok":
+            binary = os.path.join(supervisor.prog_dir, "main")
+            shutil.copyfile(
+                os.path.join(supervisor.scratch, "main")
+                if os.path.exists(os.path.join(supervisor.scratch, "main"))
+                else "/dev/null",
+                binary,
+            )
+            os.chmod(binary, 0o555)
+            supervisor.reset_scratch()
+    if isolated:
+        seal_program_dir()
+    else:
+        os.chmod(supervisor.prog_dir, 0o555)
+    write_frame(res_fd, {"compile": compiled})
+    if compiled["status"] != "ok":
+        return
+    entry = header.get("entry")
+
+    def relay(frame: bytes) -> bytes:
+        write_frame(res_fd, {"relay": True}, frame)
+        head, blob = read_frame(ctl_fd)
+        return _frame(head, blob) if not head.get("abort") else b""
+
+    while True:
+        try:
+            message, blob = read_frame(ctl_fd)
+        except Exception:
+            break
+        op = message.get("op")
+        if op == "stop":
+            break
+        try:
+            if op == "stdin":
+                outcome = supervisor.run_stdin(
+                    blob, message.get("time_s"), message.get("budget_s"), message.get("graded")
+                )
+                payload = outcome.stdout
+            elif op == "calls":
+                batch, offset = [], 0
+                for call in message["calls"]:
+                    args = blob[offset : offset + call["size"]]
+                    offset += call["size"]
+                    batch.append(
+                        (
+                            encode_call_request(
+                                call.get("name") or "@entry", args, call.get("flags", 0), call.get("handle", 0)
+                            ),
+                            len(args),
+                            call.get("time_s"),
+                        )
+                    )
+                outcomes = supervisor.run_calls(entry, batch, message.get("budget_s"))
+                results = [o.result or b"" for o in outcomes]
+                write_frame(
+                    res_fd,
+                    {"outcomes": [{**o.header(), "size": len(r)} for o, r in zip(outcomes, results)]},
+                    results[0] if len(results) == 1 else b"".join(results),
+                )
+                continue
+            elif op == "assert":
+                outcome = run_tester(supervisor, _frame(message["spec"], b""), float(message["wall_s"]), relay)
+                payload = outcome.result or b""
+            else:
+                outcome, payload = Outcome(status="sandbox", error=f"unknown operation {op!r}"), b""
+        except SetupFailed as exc:
+            outcome, payload = Outcome(status="sandbox", error=str(exc)), b""
+        write_frame(res_fd, {"outcome": outcome.header()}, payload)
+    supervisor.finish()
+
+
+def _frame(header: dict[str, Any], blob: bytes) -> bytes:
+    head = json.dumps(header, separators=(",", ":")).encode()
+    return struct.pack("!II", len(head), len(blob)) + head + blob

@@ -1,0 +1,1 @@
+"""Serving the verifiers: the reward server, its client, the trainer adapters and Ray scale-out."""

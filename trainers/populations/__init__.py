@@ -1,0 +1,1 @@
+"""Gradient-free population trainers: perturbations, scoring, RandOpt and CoRP with its stages."""

@@ -1,0 +1,1 @@
+"""What both trainer families share: distribution, precision, checkpoints and the training log."""
