@@ -33,8 +33,8 @@ docs: install
 	$(VENV)/bin/mkdocs build --strict --quiet
 
 lint: install
-	$(VENV)/bin/ruff check sandbox harness trainers cli tests benchmarks
-	$(VENV)/bin/ruff format --check sandbox harness trainers cli tests benchmarks
+	$(VENV)/bin/ruff check rlvr sandbox harness trainers tests benchmarks
+	$(VENV)/bin/ruff format --check rlvr sandbox harness trainers tests benchmarks
 
 test: install
 	$(PY) -m pytest -q
