@@ -291,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rlvr.harness.errors import UserError
     from rlvr.trainers import algorithm_card
     from rlvr.trainers.populations.config import build_es_config
+    from rlvr.trainers.populations.loop import population_run_dir
 
     shared = parse_overrides(args.overrides)
     results, board = Path(args.results), Path(args.board)
@@ -334,7 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 if out.exists() and not args.resume:
                     shutil.rmtree(out)
-                algorithm_card(algorithm).train(cfg, resume=args.resume)
+                # --resume here means "keep what is there": a part not started yet starts fresh.
+                continuing = args.resume and population_run_dir(cfg).holds_work()
+                algorithm_card(algorithm).train(cfg, resume=continuing)
         if (out / "report.json").is_file():
             reports[algorithm] = json.loads((out / "report.json").read_text())
     command = shown_command(sys.argv[1:] if argv is None else argv)

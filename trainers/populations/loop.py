@@ -141,11 +141,16 @@ class ESLog:
         self.log.close()
 
 
+def population_run_dir(cfg: ESConfig) -> RunDir:
+    """A population run's directory: its work is the search log ``train_log.jsonl``."""
+    return RunDir(cfg.run_dir(), holds_file("train_log.jsonl"), "run")
+
+
 def prepare_run(cfg: ESConfig, resume: bool) -> tuple[Path, bool]:
     """The run directory and whether it holds a run to continue, under the one resume rule
     (``rlvr.harness.run_dir``): such a run continues from its generation journal
     (``rlvr.trainers.populations.journal``)."""
-    run = RunDir(cfg.run_dir(), holds_file("train_log.jsonl"), "run")
+    run = population_run_dir(cfg)
     continuing = run.open(cfg, resume)
     run.save_config(cfg)
     return run.path, continuing
