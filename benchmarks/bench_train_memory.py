@@ -84,6 +84,7 @@ def settings(tokens: int, off: tuple[str, ...]):
 
     return TrainConfig(
         algorithm="drgrpo",
+        temperature=1.0,
         advantage="drgrpo",
         loss_agg="seq_mean_token_sum_norm",
         loss_constant=float(tokens),

@@ -4,35 +4,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rlvr.harness.backends.registry import backend_names, separate_engine
 from rlvr.harness.config import split_list
 from rlvr.harness.errors import UserError
 from rlvr.harness.run_config import Role, require, scored_settings, setting
 from rlvr.harness.run_dir import default_run_path
+from rlvr.harness.setting_blocks import (
+    EngineSettings,
+    GenerationSettings,
+    ModelSettings,
+    RunSettings,
+    SamplingSettings,
+    block_checks,
+)
 from rlvr.sandbox.math.policy import PRESETS as MATH_PRESETS
-
-BACKENDS = backend_names()
 
 #: every field names its role (rlvr.harness.run_config.Role), short
 P, R, N = Role.PROTOCOL, Role.RESULT, Role.NOT_SCORED
-EMBEDDED_MODEL = "the embedded SmolLM2-135M-Instruct"
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(RunSettings, EngineSettings, SamplingSettings, GenerationSettings, ModelSettings):
     """One evaluation: model x benchmarks under one protocol (template, sampling, backend).
     ``protocol`` settings are the ones the protocol fingerprint hashes (``rlvr.harness.fingerprint``);
-    ``not scored`` ones are left out of the summary's config and may change when a run resumes."""
+    ``not scored`` ones are left out of the summary's config and may change when a run resumes.
+    The settings shared with the trainers come from ``rlvr.harness.setting_blocks``."""
 
-    model: str | None = setting(
-        None,
-        help="HF checkpoint directory or hub id; with --backend openai the model id the server serves",
-        role=R,
-        group="protocol",
-        shown_default=EMBEDDED_MODEL,
-    )
+    BACKENDS: ClassVar[tuple[str, ...]] = tuple(backend_names())
+    SHOWN_DEFAULTS: ClassVar[dict[str, str]] = {"out": "results/<model>-<template>-<benchmarks>-n<n>-t<T>[-limit<N>]"}
+
     benchmarks: Any = setting(
         None,
         help="comma-separated registered names (rlvr benchmarks), local .jsonl/.json/.parquet files or "
@@ -40,75 +42,21 @@ class EvalConfig:
         role=R,
         group="protocol",
     )
-    template: str = setting(
-        "qwen_math",
-        help="prompt template: qwen_math, r1, no_template (Dr. GRPO's exact strings), fewshot, chat (the model's "
-        "chat template), or a .txt/.yaml/.json template file",
-        role=P,
-        group="protocol",
-    )
     shots: int = setting(
         4, help="worked examples the fewshot template puts before each question", role=P, group="protocol"
     )
     n: int = setting(1, help="samples generated per problem (n of mean@n, pass@k and maj@k)", role=P, group="protocol")
-    temperature: float = setting(0.0, help="sampling temperature; 0 = greedy", role=P, group="protocol")
-    top_p: float = setting(
-        1.0,
-        help="nucleus sampling: the smallest set of tokens with this probability mass, in (0, 1]",
-        role=P,
-        group="protocol",
-    )
-    max_tokens: int = setting(
-        1024, help="new tokens per sample at most (cut to what the model's context leaves)", role=P, group="protocol"
-    )
-    seed: int = setting(
-        0,
-        help="run seed; sample j of problem p draws from its own seed sha256(seed, p, j)",
-        role=P,
-        group="protocol",
-    )
-    backend: str = setting(
-        "hf",
-        help="generation engine: hf (transformers), vllm (offline engine, CPU build included), openai (an "
-        "OpenAI-compatible server)",
-        role=P,
-        group="backend",
-        choices=BACKENDS,
-    )
     limit: int | None = setting(
         None,
         help="evaluate the first N problems of each benchmark, in file order (all when unset)",
         role=N,
         group="protocol",
     )
-    out: str | None = setting(
-        None,
-        help="run directory; the same command again resumes it",
-        role=N,
-        group="run",
-        shown_default="results/<model>-<template>-<benchmarks>-n<n>-t<T>[-limit<N>]",
-    )
     batch_size: int = setting(
         16,
         help="hf backend: sequences per forward batch (a sample depends on its seed alone, not its batch)",
         role=N,
         group="backend",
-    )
-    dtype: str = setting(
-        "auto",
-        help="weights' dtype: float32, bfloat16, float16, or auto (hf: float32 on a CPU, bfloat16 on a GPU)",
-        role=P,
-        group="backend",
-    )
-    device: str = setting(
-        "auto", help="hf and vllm backends: auto (CUDA if visible), cpu, cuda, cuda:1", role=R, group="backend"
-    )
-    max_model_len: int | None = setting(
-        None,
-        help="context length cap in tokens, prompt + completion",
-        role=P,
-        group="backend",
-        shown_default="the model's own",
     )
     base_url: str | None = setting(
         None, help="openai backend: the server's base URL, e.g. http://localhost:8000/v1", role=R, group="backend"
@@ -120,15 +68,6 @@ class EvalConfig:
         group="backend",
     )
     concurrency: int = setting(8, help="openai backend: requests in flight at once", role=N, group="backend")
-    gpu_memory_utilization: float = setting(
-        0.85, help="vllm backend on a GPU: share of its memory the engine may take, in (0, 1]", role=N, group="backend"
-    )
-    kv_cache_gb: float = setting(
-        1.0,
-        help="vllm backend on a CPU: GiB of RAM for the KV cache (vLLM's own sizing from RAM fails there)",
-        role=N,
-        group="backend",
-    )
     workers: int | None = setting(
         None,
         help="grading worker processes per verifier",
@@ -221,27 +160,13 @@ class EvalConfig:
         self.pass_k = [int(k) for k in split_list(self.pass_k)] or None
         checks = [
             (self.n >= 1, "--n must be at least 1"),
-            (self.temperature >= 0, "--temperature must be >= 0 (0 = greedy)"),
-            (0 < self.top_p <= 1, "--top-p must be in (0, 1]"),
-            (self.max_tokens >= 1, "--max-tokens must be at least 1"),
             (self.limit is None or self.limit >= 1, "--limit must be at least 1"),
             (self.batch_size >= 1, "--batch-size must be at least 1"),
             (self.shots >= 0, "--shots must be 0 or more"),
             (self.concurrency >= 1, "--concurrency must be at least 1"),
-            (self.max_model_len is None or self.max_model_len >= 1, "--max-model-len must be at least 1"),
             (self.workers is None or self.workers >= 1, "--workers must be at least 1"),
-            (
-                0 < self.gpu_memory_utilization <= 1,
-                f"--gpu-memory-utilization is the share of GPU memory vLLM may use: a number in (0, 1], e.g. 0.85 "
-                f"(got {self.gpu_memory_utilization:g})",
-            ),
-            (
-                self.kv_cache_gb > 0,
-                f"--kv-cache-gb must be a positive number of GiB, e.g. 1 (got {self.kv_cache_gb:g})",
-            ),
             (self.ray_actors is None or self.ray_actors >= 1, "--ray-actors must be at least 1"),
             (self.ray_cpus_per_actor > 0, "--ray-cpus-per-actor must be positive"),
-            (self.backend in BACKENDS, f"--backend must be one of {', '.join(BACKENDS)}"),
             (self.math_timeout > 0, "--math-timeout must be positive"),
             (self.kind in (None, "math", "code"), "--kind must be math or code"),
             (self.policy is None or self.policy in MATH_PRESETS, f"--policy must be one of {', '.join(MATH_PRESETS)}"),
@@ -250,7 +175,7 @@ class EvalConfig:
             (1 <= k <= self.n, f"pass@{k} needs k between 1 and --n ({self.n}); raise --n or drop k={k}")
             for k in self.pass_k or []
         ]
-        require(checks + pass_ks)
+        require(block_checks(self) + checks + pass_ks)
 
     def warnings(self, device: str | None = None) -> list[str]:
         """Settings that are valid but will not do what the user likely means. ``device``: where the
@@ -263,7 +188,7 @@ class EvalConfig:
             )
         default = EvalConfig.__dataclass_fields__
         engine = separate_engine(self.backend)  # vLLM: the engine sizes its own KV cache
-        if self.gpu_memory_utilization != default["gpu_memory_utilization"].default and (not engine or device == "cpu"):
+        if self.gpu_memory_utilization is not None and (not engine or device == "cpu"):
             where = "the CPU (its KV cache is --kv-cache-gb)" if engine else f"--backend {self.backend}"
             out.append(f"--gpu-memory-utilization applies to the vllm backend on a GPU; ignored on {where}")
         if self.kv_cache_gb != default["kv_cache_gb"].default and (not engine or device == "cuda"):

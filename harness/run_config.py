@@ -104,6 +104,13 @@ def meaning(cls: Any, name: str) -> Meaning:
     return cls.__dataclass_fields__[name].metadata["rlvr"]
 
 
+def default_text(cls: Any, name: str) -> str | None:
+    """What a null default of ``name`` means as ``--help`` says it: the config class's own words
+    (``SHOWN_DEFAULTS``: a shared setting whose default a command derives its own way), else the
+    field's ``shown_default``."""
+    return getattr(cls, "SHOWN_DEFAULTS", {}).get(name, meaning(cls, name).shown_default)
+
+
 def fields_in(cls: Any) -> list[str]:
     """Field names of ``cls`` in declaration order (the order of ``config.yaml``)."""
     return [f.name for f in dataclasses.fields(cls)]
@@ -144,9 +151,8 @@ def _plain(hint: Any) -> Any:
 def _default_text(cls: Any, name: str, shown_defaults: Mapping[str, str]) -> str | None:
     if name in shown_defaults:
         return shown_defaults[name]
-    about = meaning(cls, name)
-    if about.shown_default is not None:
-        return about.shown_default
+    if default_text(cls, name) is not None:
+        return default_text(cls, name)
     spec = cls.__dataclass_fields__[name]
     if spec.default is not dataclasses.MISSING and spec.default is not None:
         return shown(spec.default)
@@ -237,8 +243,8 @@ def settings_help(cls: type, defaults: Mapping[str, Any], marked: Sequence[str] 
         for name in names:
             about, value = meaning(cls, name), defaults.get(name)
             text = about.help
-            if value is None and about.shown_default:
-                text += f" (null: {about.shown_default})"
+            if value is None and default_text(cls, name):
+                text += f" (null: {default_text(cls, name)})"
             if about.role is not Role.RESULT:
                 text += f" [{about.role.value}]"
             left = f"  {'*' if name in marked else ' '}{name}={shown(value)}"

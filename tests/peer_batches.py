@@ -73,7 +73,7 @@ def _table_logprobs(model, input_ids, attention_mask, completion_mask, *args, **
 def ours(b: Random, micro: int = 2, **settings) -> tuple[float, torch.Tensor]:
     """Loss and gradient of ``policy_update`` (one minibatch of every row, micro-batches of
     ``micro``) with ``settings`` of ``TrainConfig``; ``tis_cap`` uses ``b.sampler``, β > 0 ``b.ref``."""
-    cfg = TrainConfig(**{"micro_batch_size": micro, "grad_clip": 0.0, "mu": 1, **settings})
+    cfg = TrainConfig(**{"micro_batch_size": micro, "grad_clip": 0.0, "mu": 1, "temperature": 1.0, **settings})
     ids = torch.arange(b.rows)[:, None].expand(b.rows, b.logp.shape[1]).contiguous()
     batch = Batch(ids, torch.ones_like(ids), b.mask, b.advantages)
     batch.old_logp, batch.ref_logp, batch.sampler_logp = b.old, b.ref, b.sampler

@@ -177,11 +177,11 @@ def test_dtype_names_and_the_refusal():
     assert (master_dtype_name(mixed), compute_dtype_name(mixed)) == ("float32", "bfloat16")
     for dtype, compute in (("bfloat16", "bfloat16"), ("bf16", "bfloat16"), ("float16", "float16")):
         with pytest.raises(UserError) as info:
-            TrainConfig(dtype=dtype).validate()
+            TrainConfig(dtype=dtype, temperature=1.0).validate()
         message = str(info.value)
         assert f"set dtype: float32 and compute_dtype: {compute}" in message and "\n" not in message
     with pytest.raises(UserError, match="compute_dtype must be one of"):
-        TrainConfig(compute_dtype="int8").validate()
+        TrainConfig(compute_dtype="int8", temperature=1.0).validate()
 
 
 def test_a_run_with_bfloat16_compute_records_its_dtypes(tmp_path, tiny_model, digits_source):
@@ -225,7 +225,9 @@ def test_a_vllm_engine_samples_in_the_compute_dtype_from_the_float32_masters(tmp
     from vllm_helpers import KV_GB, learner_logprobs, max_gap, vllm_tiny_model
 
     model_dir = vllm_tiny_model(tmp_path / "tiny")
-    cfg = TrainConfig(model=model_dir, backend="vllm", max_tokens=8, seed=3, kv_cache_gb=KV_GB, compute_dtype="bf16")
+    cfg = TrainConfig(
+        model=model_dir, backend="vllm", temperature=1.0, max_tokens=8, seed=3, kv_cache_gb=KV_GB, compute_dtype="bf16"
+    )
     learner, tokenizer, _ = load_model(model_dir, "float32", "cpu")
     Precision(cfg, "cpu").wrap(learner)
     engine = VLLMRollout(learner, tokenizer, load_template("chat"), {}, cfg)

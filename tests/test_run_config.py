@@ -76,7 +76,7 @@ def test_eval_flags_are_the_fields():
             assert action.option_strings == [spelled] and action.default is argparse.SUPPRESS
             assert action.help.startswith(meaning(EvalConfig, name).help.replace("%", "%%"))
     help_text = " ".join(_subparser(build_parser(), "eval").format_help().split())
-    assert "--temperature TEMPERATURE sampling temperature; 0 = greedy (default: 0.0)" in help_text
+    assert "--temperature TEMPERATURE sampling temperature, 0 = greedy;" in help_text and "(default: 0.0)" in help_text
     assert "--limit LIMIT" in help_text and "[not scored]" in help_text
 
 

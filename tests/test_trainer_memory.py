@@ -206,7 +206,9 @@ def test_the_reference_model_loads_in_the_compute_dtype(tiny_model):
     from rlvr.trainers.policy_gradient.config import TrainConfig
     from rlvr.trainers.policy_gradient.loop import _load_policy
 
-    cfg = TrainConfig(model=tiny_model, compute_dtype="bfloat16", device="cpu", gradient_checkpointing=True)
+    cfg = TrainConfig(
+        model=tiny_model, temperature=1.0, compute_dtype="bfloat16", device="cpu", gradient_checkpointing=True
+    )
     policy = _load_policy(cfg, tiny_model)[0]
     reference = _load_policy(cfg, tiny_model, frozen=True)[0]
     assert next(policy.parameters()).dtype == torch.float32 and policy.is_gradient_checkpointing
@@ -275,7 +277,7 @@ def _peak(**settings):
 
     rows = settings.pop("rows", [512 + 3000] * 2)
     world = settings.pop("world", 1)
-    cfg = TrainConfig(**{"micro_batch_size": 2, "compute_dtype": "bfloat16", **settings})
+    cfg = TrainConfig(**{"micro_batch_size": 2, "compute_dtype": "bfloat16", "temperature": 1.0, **settings})
     return update_peak(_dims_7b(), cfg, rows, world=world, parallel="fsdp" if world > 1 else None, prompt=512)
 
 

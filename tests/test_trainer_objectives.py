@@ -261,6 +261,7 @@ def _cfg(**extra) -> TrainConfig:
         "grad_clip": 0.0,
         "max_tokens": 7,
         "backend": "vllm",
+        "temperature": 1.0,
     }
     return TrainConfig(**{**values, **extra})
 

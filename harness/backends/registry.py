@@ -17,7 +17,7 @@ from rlvr.harness.errors import UserError
 from rlvr.harness.fingerprint import package_version
 
 
-class GenerationSettings(Protocol):
+class BackendSettings(Protocol):
     """The settings a backend is built from (``EvalConfig`` holds them all)."""
 
     backend: str
@@ -26,7 +26,7 @@ class GenerationSettings(Protocol):
     seed: int
     batch_size: int
     max_model_len: int | None
-    gpu_memory_utilization: float
+    gpu_memory_utilization: float | None
     kv_cache_gb: float
     base_url: str | None
     api_key_env: str
@@ -52,12 +52,12 @@ class BackendSpec:
     #: computed without loading any model
     describe: Callable[[str, str], dict[str, Any]]
     #: samples handed to ``generate`` at once (the unit of resumption and of progress)
-    chunk_size: Callable[[GenerationSettings], int]
+    chunk_size: Callable[[BackendSettings], int]
     #: fails before anything is written when the backend cannot run here; the device it will use
     #: when that is only known by asking the backend (vLLM's build)
-    preflight: Callable[[GenerationSettings], str | None]
+    preflight: Callable[[BackendSettings], str | None]
     #: ``(settings, model path or served model id) -> Backend``
-    build: Callable[[GenerationSettings, str], Backend]
+    build: Callable[[BackendSettings, str], Backend]
 
 
 def auto_device(device: str) -> str:
@@ -80,7 +80,7 @@ def _describe_hf(dtype: str, device: str) -> dict[str, Any]:
     return {"backend": "hf", "version": version, "dtype": resolved, "device": device.split(":")[0]}
 
 
-def _build_hf(cfg: GenerationSettings, model_path: str) -> Backend:
+def _build_hf(cfg: BackendSettings, model_path: str) -> Backend:
     from rlvr.harness.backends.hf import HFBackend
 
     return HFBackend(model_path, cfg.dtype, cfg.device, cfg.batch_size, cfg.max_model_len)
@@ -98,33 +98,34 @@ def _describe_vllm(dtype: str, device: str) -> dict[str, Any]:
     }
 
 
-def _preflight_vllm(cfg: GenerationSettings) -> str | None:
+def _preflight_vllm(cfg: BackendSettings) -> str | None:
     from rlvr.harness.backends.vllm_engine import require_vllm
 
     return require_vllm(cfg.device)[1]
 
 
-def _build_vllm(cfg: GenerationSettings, model_path: str) -> Backend:
+def _build_vllm(cfg: BackendSettings, model_path: str) -> Backend:
     from rlvr.harness.backends.vllm_engine import VLLMBackend
+    from rlvr.harness.setting_blocks import gpu_memory_share
 
     return VLLMBackend(
         model_path,
         cfg.dtype,
         cfg.seed,
         cfg.max_model_len,
-        cfg.gpu_memory_utilization,
+        gpu_memory_share(cfg.gpu_memory_utilization, beside_learner=False),
         device=cfg.device,
         kv_cache_gb=cfg.kv_cache_gb,
     )
 
 
-def _preflight_openai(cfg: GenerationSettings) -> str | None:
+def _preflight_openai(cfg: BackendSettings) -> str | None:
     if not cfg.base_url:
         raise UserError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
     return None
 
 
-def _build_openai(cfg: GenerationSettings, model_path: str) -> Backend:
+def _build_openai(cfg: BackendSettings, model_path: str) -> Backend:
     from rlvr.harness.backends.openai_api import OpenAIBackend
 
     return OpenAIBackend(model_path, cfg.base_url, os.environ.get(cfg.api_key_env), cfg.concurrency)
@@ -193,6 +194,6 @@ def separate_engine(name: str) -> bool:
     return name in BACKENDS and BACKENDS[name].separate_engine
 
 
-def make_backend(cfg: GenerationSettings, model_path: str) -> Backend:
+def make_backend(cfg: BackendSettings, model_path: str) -> Backend:
     """The backend ``cfg.backend`` names, loaded with ``model_path``."""
     return backend_spec(cfg.backend).build(cfg, model_path)

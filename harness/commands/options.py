@@ -9,7 +9,7 @@ from rlvr.harness.eval_config import EvalConfig
 from rlvr.harness.run_config import add_config_flags, add_setting_flags
 
 #: ``EvalConfig``'s flag groups, in the order ``--help`` lists them
-EVAL_GROUPS = ("protocol", "backend", "grading and data", "run")
+EVAL_GROUPS = ("model", "protocol", "generation", "backend", "vllm engine", "grading and data", "run")
 
 
 def add_ray_option(parser: Any, help: str, default: Any = None) -> None:

@@ -9,12 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from rlvr.harness.backends.registry import backend_names
 from rlvr.harness.errors import UserError
-from rlvr.harness.eval_config import EMBEDDED_MODEL
 from rlvr.harness.run_config import Role, require, setting
 from rlvr.harness.run_dir import default_run_path
+from rlvr.harness.setting_blocks import (
+    EngineSettings,
+    GenerationSettings,
+    ModelSettings,
+    RunSettings,
+    SamplingSettings,
+    block_checks,
+)
 from rlvr.trainers.policy_gradient.config_checks import check_plateau_reading, check_sources, check_stages
 from rlvr.trainers.policy_gradient.memory_settings import MemorySettings
 from rlvr.trainers.policy_gradient.rule_help import advantage_help, aggregation_help, policy_loss_help
@@ -38,22 +46,16 @@ LOSS, OPTIM, RUN = "policy loss", "optimiser", "run"
 
 
 @dataclass
-class TrainConfig(MemorySettings):
+class TrainConfig(MemorySettings, RunSettings, EngineSettings, SamplingSettings, GenerationSettings, ModelSettings):
     """A run of one algorithm. Stages: a list of ``{name, sources, until_step | plateau_window}``
     (every key: ``rlvr.trainers.policy_gradient.curriculum.STAGE_KEYS``; a plateau may read a fixed probe).
-    ``protocol`` settings are the objective: every key of an algorithm's ``DEFINING`` is one."""
+    ``protocol`` settings are the objective: every key of an algorithm's ``DEFINING`` is one. The
+    settings shared with ``rlvr eval`` and the populations come from ``rlvr.harness.setting_blocks``."""
+
+    BACKENDS: ClassVar[tuple[str, ...]] = tuple(backend_names(local_only=True))
+    SHOWN_DEFAULTS: ClassVar[dict[str, str]] = {"out": "results/train-<algorithm>"}
 
     algorithm: str = setting("drgrpo", help="the algorithm (rlvr train ALGO sets it)", role=P, group=DATA)
-    model: str | None = setting(
-        None, help="HF checkpoint directory or hub id of the policy", role=R, group=DATA, shown_default=EMBEDDED_MODEL
-    )
-    template: str = setting(
-        "chat",
-        help="prompt template of rollouts and evaluations: chat (the model's own), qwen_math, r1, no_template, "
-        "fewshot or a template file",
-        role=R,
-        group=DATA,
-    )
     stages: list[dict[str, Any]] = setting(
         default_factory=lambda: [{"name": "main", "sources": ["arith_train"]}],
         help="curriculum: [{name, sources, until_step | plateau_window, probe_size, ...}]; sources are benchmarks "
@@ -71,9 +73,6 @@ class TrainConfig(MemorySettings):
     group_size: int = setting(
         4, help="samples per prompt (G >= 2), the group its reward baseline is taken over", role=R, group=ROLLOUT
     )
-    temperature: float = setting(1.0, help="sampling temperature of rollouts", role=R, group=ROLLOUT)
-    top_p: float = setting(1.0, help="nucleus sampling mass of rollouts, in (0, 1]", role=R, group=ROLLOUT)
-    max_tokens: int = setting(64, help="new tokens per rollout sample at most", role=R, group=ROLLOUT)
     prompt_max_length: int | None = setting(
         None,
         help="prompts longer than this many tokens lose their beginning (verl's truncation: left; the end, with "
@@ -83,20 +82,6 @@ class TrainConfig(MemorySettings):
         shown_default="no limit",
     )
     rollout_batch_size: int = setting(32, help="hf backend: sequences per generation batch", role=R, group=ROLLOUT)
-    backend: str = setting(
-        "hf",
-        help="rollout engine: hf (the policy itself) or vllm (an in-process engine, CPU or GPU, that gets the "
-        "learner's weights after every update)",
-        role=R,
-        group=ROLLOUT,
-    )
-    max_model_len: int | None = setting(
-        None, help="vllm: the engine's context in tokens", role=R, group=ROLLOUT, shown_default="the model's own"
-    )
-    kv_cache_gb: float = setting(1.0, help="vllm on a CPU: GiB of RAM for the KV cache", role=R, group=ROLLOUT)
-    gpu_memory_utilization: float = setting(
-        0.35, help="vllm on a GPU: share of its memory the engine takes, in (0, 1]", role=R, group=ROLLOUT
-    )
     selection: str = setting(
         "uniform",
         help="which prompts train: uniform, dynamic (DAPO: groups whose rewards are all equal are dropped and "
@@ -219,7 +204,6 @@ class TrainConfig(MemorySettings):
     max_generations: int | None = setting(
         None, help="stop once this many samples were generated", role=RES, group=RUN, shown_default="no budget"
     )
-    seed: int = setting(0, help="run seed: prompt order, sampling seeds, initialisation", role=R, group=RUN)
     save_every: int = setting(
         0, help="checkpoint every N steps (0: only the last step and a spent budget)", role=N, group=RUN
     )
@@ -237,13 +221,6 @@ class TrainConfig(MemorySettings):
     eval_n: int = setting(1, help="evaluations: samples per problem (mean@n)", role=R, group=RUN)
     eval_temperature: float = setting(0.0, help="evaluations: sampling temperature (0 = greedy)", role=R, group=RUN)
     eval_top_p: float = setting(1.0, help="evaluations: nucleus sampling mass, in (0, 1]", role=R, group=RUN)
-    dtype: str = setting(
-        "auto",
-        help="master weights, gradients and AdamW state: float32, or auto (= float32 on every device); bfloat16 "
-        "parameters under AdamW are refused (an lr-sized update rounds away)",
-        role=R,
-        group=RUN,
-    )
     compute_dtype: str = setting(
         "auto",
         help="forward/backward dtype: bfloat16 or float16 autocast over the master weights (float16 adds a loss "
@@ -251,7 +228,6 @@ class TrainConfig(MemorySettings):
         role=R,
         group=RUN,
     )
-    device: str = setting("auto", help="auto (CUDA if visible), cpu, cuda, cuda:1", role=R, group=RUN)
     parallel: str = setting(
         "ddp",
         help="under torchrun: ddp (a full replica per rank) or fsdp (FSDP2 fully_shard, for models one device "
@@ -265,13 +241,6 @@ class TrainConfig(MemorySettings):
         role=N,
         group=RUN,
     )
-    out: str | None = setting(
-        None,
-        help="run directory: config.yaml, train_log.jsonl, checkpoint-<step>/",
-        role=N,
-        group=RUN,
-        shown_default="results/train-<algorithm>",
-    )
 
     def run_dir(self) -> Path:
         """``out``, else ``results/train-<algorithm>`` (``rlvr.harness.run_dir``)."""
@@ -280,7 +249,7 @@ class TrainConfig(MemorySettings):
     def validate(self, check_data: bool = True) -> None:
         """Every check that needs no model: run before anything is loaded (``check_data=False``:
         local data files may be absent, as for ``--plan``)."""
-        from rlvr.harness.backends.registry import backend_names, separate_engine
+        from rlvr.harness.backends.registry import separate_engine
         from rlvr.sandbox.math.policy import PRESETS as MATH_PRESETS
         from rlvr.trainers.policy_gradient.advantages import ADVANTAGES, OVERLONG_MODES
         from rlvr.trainers.policy_gradient.losses import AGGREGATIONS, POLICY_LOSSES
@@ -288,7 +257,6 @@ class TrainConfig(MemorySettings):
         from rlvr.trainers.policy_gradient.update import MINIBATCH_SHUFFLES
         from rlvr.trainers.runtime.precision import check_precision
 
-        local = backend_names(local_only=True)
         checks = [
             (self.algorithm in ALGORITHMS, f"algorithm must be one of {ALGORITHMS}"),
             (self.advantage in ADVANTAGES, f"advantage must be one of {tuple(ADVANTAGES)}"),
@@ -317,7 +285,6 @@ class TrainConfig(MemorySettings):
                 "temperature must be positive: rollouts sample from softmax(logits / temperature), and the loss "
                 "evaluates that policy (0 = greedy would give every sample of a group the same answer)",
             ),
-            (0 < self.top_p <= 1, "top_p must be in (0, 1]"),
             (
                 self.eval_temperature >= 0 and 0 < self.eval_top_p <= 1,
                 "eval_temperature must be >= 0 (0 = greedy) and eval_top_p in (0, 1]",
@@ -329,7 +296,6 @@ class TrainConfig(MemorySettings):
                 "sizes must be positive",
             ),
             (self.max_steps >= 0, "max_steps must be >= 0"),
-            (self.backend in local, f"backend must be {' or '.join(local)}"),
             (self.parallel in ("ddp", "fsdp"), "parallel must be ddp or fsdp"),
             (
                 self.lr > 0
@@ -348,7 +314,7 @@ class TrainConfig(MemorySettings):
             ),
             (set(self.log_to) <= {"jsonl", "tensorboard", "wandb"}, "log_to entries: jsonl, tensorboard, wandb"),
         ]
-        require(checks, "bad training config: ")
+        require(block_checks(self) + checks, "bad training config: ")
         check_precision(self.dtype, self.compute_dtype)
         self.validate_memory()
         check_stages(self.stages, check_data)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 DEFINING = {
+    "temperature": 1.0,  # the policy itself: the loss evaluates softmax(logits / temperature)
     "advantage": "grpo",
     "loss_agg": "token_mean",
     "selection": "dynamic",

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 DEFINING = {
+    "temperature": 1.0,  # the policy itself: the loss evaluates softmax(logits / temperature)
     "advantage": "grpo",
     "loss_agg": "seq_mean_token_mean",
     "selection": "uniform",

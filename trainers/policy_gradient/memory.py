@@ -231,6 +231,7 @@ def plan_memory(cfg: Any, gpu_gb: float, max_gpus: int = 64) -> dict[str, Any] |
     ``max_tokens`` after a ``PLAN_PROMPT_TOKENS`` prompt), alone and under FSDP; the fewest GPUs
     whose peak fits beside vLLM (slept: a small allowance; awake: its whole share)."""
     from rlvr.harness.backends.registry import separate_engine
+    from rlvr.harness.setting_blocks import gpu_memory_share
 
     d = model_dims(cfg.model)
     if d is None:
@@ -239,7 +240,11 @@ def plan_memory(cfg: Any, gpu_gb: float, max_gpus: int = 64) -> dict[str, Any] |
     rows = [PLAN_PROMPT_TOKENS + cfg.max_tokens] * min(2 * cfg.micro_batch_size, cfg.minibatch_size or 1 << 30)
     engine = separate_engine(cfg.backend)
     slept = engine and getattr(cfg, "vllm_sleep", False)
-    vllm_gb = (SLEEPING_ENGINE_GB if slept else gpu_gb * cfg.gpu_memory_utilization) if engine else 0.0
+    vllm_gb = (
+        (SLEEPING_ENGINE_GB if slept else gpu_gb * gpu_memory_share(cfg.gpu_memory_utilization, True))
+        if engine
+        else 0.0
+    )
     one = update_peak(d, cfg, rows, prompt=PLAN_PROMPT_TOKENS)
     out: dict[str, Any] = {
         "prompt_tokens_assumed": PLAN_PROMPT_TOKENS,

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.harness.backends.registry import separate_engine
+from rlvr.harness.setting_blocks import gpu_memory_share
 from rlvr.trainers.policy_gradient.advantages import ADVANTAGES
 from rlvr.trainers.policy_gradient.losses import AGGREGATIONS
 from rlvr.trainers.policy_gradient.memory import memory_lines, params_from_config, plan_memory
@@ -223,7 +224,7 @@ def device_estimate(cfg: Any, gpu_gb: float = GPU_GB) -> dict[str, Any]:
         "compute_copy": compute if autocast else 0,
         "reference_model": master if cfg.beta else 0,
     }
-    vllm_share = cfg.gpu_memory_utilization if separate_engine(cfg.backend) else 0.0
+    vllm_share = gpu_memory_share(cfg.gpu_memory_utilization, True) if separate_engine(cfg.backend) else 0.0
     budget = gpu_gb * (1.0 - vllm_share)
     out: dict[str, Any] = {
         "estimate": True,
@@ -265,7 +266,7 @@ def device_estimate(cfg: Any, gpu_gb: float = GPU_GB) -> dict[str, Any]:
             "share_gb": round(gpu_gb * vllm_share, 1),
             "fits": engine < gpu_gb * vllm_share,
             "how": "one colocated engine per process with the whole model (no tensor parallelism), in "
-            f"{compute_dtype_name(cfg)}, inside gpu_memory_utilization {cfg.gpu_memory_utilization:g} of the GPU",
+            f"{compute_dtype_name(cfg)}, inside gpu_memory_utilization {vllm_share:g} of the GPU",
         }
     return out
 

@@ -37,6 +37,7 @@ from rlvr.harness.backends.vllm_engine import (
 )
 from rlvr.harness.benchmarks.problems import Problem
 from rlvr.harness.errors import UserError
+from rlvr.harness.setting_blocks import gpu_memory_share
 from rlvr.trainers.policy_gradient.live_progress import report_rollout
 from rlvr.trainers.policy_gradient.rollout import PromptCache
 from rlvr.trainers.runtime.precision import compute_dtype_name
@@ -75,7 +76,7 @@ class VLLMRollout:
             seed=cfg.seed,
             device=device,
             max_model_len=max_len,
-            gpu_memory_utilization=getattr(cfg, "gpu_memory_utilization", 0.35),
+            gpu_memory_utilization=gpu_memory_share(cfg.gpu_memory_utilization, beside_learner=True),
             kv_cache_gb=getattr(cfg, "kv_cache_gb", None),
             enforce_eager=False,  # CUDA graphs on a GPU (a CPU engine runs eager whatever this says)
             logprobs_mode="processed_logprobs",  # at the sampling temperature (module docstring)

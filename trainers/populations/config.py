@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from rlvr.harness.backends.registry import backend_names
 from rlvr.harness.errors import UserError
-from rlvr.harness.eval_config import EMBEDDED_MODEL
 from rlvr.harness.run_config import Role, require, setting
 from rlvr.harness.run_dir import default_run_path
+from rlvr.harness.setting_blocks import GenerationSettings, ModelSettings, RunSettings, block_checks
 
 ES_ALGORITHMS = ("randopt", "corp")
 LOW_RANK_SCALES = ("authors", "trace")
@@ -33,7 +34,7 @@ DATA, POP, STAGE1, GATE, STAGE2, SPLIT, RUN = (
 
 
 @dataclass
-class ESConfig:
+class ESConfig(RunSettings, GenerationSettings, ModelSettings):
     """A RandOpt or CoRP run. Data: support = the first ``support_size`` items of
     ``train_source``, probe = the next ``probe_size`` (CoRP), hold-out gate = the next
     ``holdout_size`` (CoRP), test = ``test_source``. The four are disjoint (checked on load).
@@ -49,20 +50,10 @@ class ESConfig:
     ``holdout_size: 0``) is the authors' release: Stage 1 applied unconditionally, Stage 2
     gated only on data it was partly chosen on."""
 
+    BACKENDS: ClassVar[tuple[str, ...]] = (*backend_names(local_only=True), "ray")
+    SHOWN_DEFAULTS: ClassVar[dict[str, str]] = {"out": "results/train-<algorithm>"}
+
     algorithm: str = setting("corp", help="randopt or corp (rlvr train ALGO sets it)", role=P, group=DATA)
-    model: str | None = setting(
-        None,
-        help="HF checkpoint directory or hub id of the base model",
-        role=R,
-        group=DATA,
-        shown_default=EMBEDDED_MODEL,
-    )
-    template: str = setting(
-        "chat",
-        help="prompt template: chat (the model's own), qwen_math, r1, no_template, fewshot or a template file",
-        role=R,
-        group=DATA,
-    )
     train_source: str = setting(
         "arith_train",
         help="training items, benchmark or local file: support, then probe, then hold-out, in file order",
@@ -87,7 +78,6 @@ class ESConfig:
     test_limit: int | None = setting(
         None, help="test on the first N items of test_source", role=R, group=DATA, shown_default="all"
     )
-    max_tokens: int = setting(1024, help="new tokens per greedy completion at most", role=R, group=DATA)
     batch_size: int = setting(32, help="prompts per generation batch of one scoring model copy", role=R, group=DATA)
     population: int = setting(
         500, help="perturbations N of the RandOpt / CoRP Stage-0 population (--population)", role=R, group=POP
@@ -120,13 +110,6 @@ class ESConfig:
         1,
         help="model copies scoring members in parallel: processes (hf) or Ray actors (ray; 1 = one per CPU)",
         role=N,
-        group=POP,
-    )
-    backend: str = setting(
-        "hf",
-        help="hf (in process or worker processes), vllm (weights perturbed in place in an engine) or ray (hf "
-        "engines on Ray actors)",
-        role=R,
         group=POP,
     )
     top_k: list[int] = setting(
@@ -247,21 +230,6 @@ class ESConfig:
         role=R,
         group=SPLIT,
     )
-    dtype: str = setting("auto", help="model weights' dtype: auto, float32, bfloat16, float16", role=R, group=RUN)
-    device: str = setting("auto", help="auto (CUDA if visible), cpu, cuda, cuda:1", role=R, group=RUN)
-    seed: int = setting(
-        0,
-        help="run seed, recorded; RandOpt and CoRP draw from population_seed, split_seed and local_seed_base",
-        role=R,
-        group=RUN,
-    )
-    out: str | None = setting(
-        None,
-        help="run directory: config.yaml, train_log.jsonl, report.json, generations.jsonl",
-        role=N,
-        group=RUN,
-        shown_default="results/train-<algorithm>",
-    )
 
     def run_dir(self) -> Path:
         """``out``, else ``results/train-<algorithm>`` (``rlvr.harness.run_dir``)."""
@@ -269,7 +237,6 @@ class ESConfig:
 
     def validate(self) -> None:
         """Every check that needs no model: run before anything is loaded."""
-        from rlvr.harness.backends.registry import backend_names
         from rlvr.trainers.policy_gradient.config import check_sources
         from rlvr.trainers.populations.perturb import NOISE_DTYPES
 
@@ -285,11 +252,6 @@ class ESConfig:
             (all(k >= 1 for k in self.top_k), "top_k values must be >= 1"),
             (self.noise_dtype in NOISE_DTYPES, f"noise_dtype must be one of {sorted(NOISE_DTYPES)}"),
             (self.workers >= 1 and self.noise_cache_gb >= 0, "workers >= 1 and noise_cache_gb >= 0"),
-            (
-                self.backend in (*backend_names(local_only=True), "ray"),
-                "backend must be hf (CPU/GPU, worker processes), vllm (CPU or GPU, weights perturbed in place) or ray "
-                "(hf engines on Ray actors; RAY_ADDRESS or a local cluster; workers = actors, 1 = one per CPU)",
-            ),
             (
                 all(0 <= q <= 1 for q in self.q_grid) and bool(self.beta_grid) and bool(self.s_grid),
                 "q in [0, 1]; non-empty grids",
@@ -308,7 +270,7 @@ class ESConfig:
                 "the hold-out gate needs holdout_size >= 2 (holdout_gate_stages: [] is the authors' ungated release)",
             ),
         ]
-        require(checks, f"bad {self.algorithm} config: ")
+        require(block_checks(self) + checks, f"bad {self.algorithm} config: ")
         check_sources([self.train_source, self.test_source], f"{self.algorithm} data")
 
 
