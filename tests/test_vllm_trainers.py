@@ -132,12 +132,14 @@ def test_a_cached_prompt_is_recomputed_after_a_weight_push(rollout):
     assert max_gap(learner_logprobs(learner, prompt, ids), logprobs) < SYNCED
 
 
-def test_a_cpu_engine_asleep_holds_no_kv_cache_and_wakes_to_the_same_samples(rollout):
-    """``vllm_sleep`` on a CPU (vLLM has no sleep mode there): the KV cache's storage is released
-    while the learner trains and reallocated, zeroed, on wake; the prefix cache is dropped with
-    it, so a prompt whose blocks were cached before sleep is recomputed, not read from zeroed
-    memory: greedy log-probs and seeded samples after waking are those before sleeping."""
-    from rlvr.harness.backends.vllm_engine import _kv_storages
+def test_a_cpu_engine_asleep_holds_no_kv_cache_and_no_weights_and_wakes_to_the_same_samples(rollout):
+    """``vllm_sleep`` on a CPU (vLLM has no sleep mode there): the KV cache's storage and the
+    weights (parameters and the GEMM kernels' packed copies) are released while the learner
+    trains; the sync reallocates the cache, zeroed, and pushes every weight back. The prefix cache
+    is dropped with it, so a prompt whose blocks were cached before sleep is recomputed, not read
+    from zeroed memory: greedy log-probs and seeded samples after the sync are those before
+    sleeping, and the engine refuses to run in between."""
+    from rlvr.harness.backends.vllm_cpu_sleep import _kv_storages
 
     engine, learner, problems = rollout
     engine.sync(learner)
@@ -151,17 +153,32 @@ def test_a_cpu_engine_asleep_holds_no_kv_cache_and_wakes_to_the_same_samples(rol
     def kv_bytes() -> int:
         return sum(llm.collective_rpc(lambda worker: sum(s.nbytes() for s in _kv_storages(worker))))
 
+    def weight_bytes() -> int:
+        return sum(llm.apply_model(lambda model: sum(p.untyped_storage().nbytes() for p in model.parameters())))
+
     before, samples = decode(), engine.sample(problems, 2, step=9, logprobs=True)
-    held = kv_bytes()
-    assert held >= KV_GB * (1 << 30) * 0.9
+    held, weights = kv_bytes(), weight_bytes()
+    assert held >= KV_GB * (1 << 30) * 0.9 and weights > 0
+    rss = _resident_bytes()
     engine.sleep()
-    assert kv_bytes() == 0
+    assert kv_bytes() == 0 and weight_bytes() == 0
+    # the parameters (mostly the tied embedding) and the LM head kernel's packed copy of it
+    assert rss - _resident_bytes() > held + 1.5 * weights
+    with pytest.raises(RuntimeError, match="released"):
+        engine.sample(problems, 2, step=9)
     squatter = torch.ones(held // 4)  # the released pages taken: the cache wakes at another address
-    engine.wake()
-    assert kv_bytes() == held
+    engine.sync(learner)
+    assert kv_bytes() == held and weight_bytes() == weights
     assert decode() == before
     assert engine.sample(problems, 2, step=9, logprobs=True) == samples
     del squatter
+
+
+def _resident_bytes() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise KeyError("VmRSS")
 
 
 def test_a_budget_the_context_cannot_hold_is_refused_before_the_engine_starts(model_dir):

@@ -240,44 +240,6 @@ def push_weights(llm: Any, weights: Iterable[tuple[str, Any]]) -> None:
     reset_prefix_cache(llm)
 
 
-def _kv_storages(worker: Any) -> list[Any]:
-    """The distinct storages under the worker's KV cache (on a CPU one int8 buffer that every
-    layer's cache is a view of)."""
-    storages: dict[int, Any] = {}
-    for tensor in worker.model_runner.kv_caches:
-        storages.setdefault(tensor.untyped_storage().data_ptr(), tensor.untyped_storage())
-    return list(storages.values())
-
-
-def _release_kv(worker: Any) -> int:
-    worker.rlvr_released_kv = [(s, s.nbytes()) for s in _kv_storages(worker)]
-    for storage, _ in worker.rlvr_released_kv:
-        storage.resize_(0)
-    return sum(nbytes for _, nbytes in worker.rlvr_released_kv)
-
-
-def _restore_kv(worker: Any) -> None:
-    for storage, nbytes in worker.rlvr_released_kv:
-        storage.resize_(nbytes)
-    worker.rlvr_released_kv = []
-    for tensor in worker.model_runner.kv_caches:
-        tensor.zero_()  # as allocated (torch.zeros)
-
-
-def release_kv_cache(llm: Any) -> int:
-    """A CPU engine's stand-in for sleep (vLLM's needs its CUDA memory pool): the KV cache's
-    memory goes back to the system (storage resized to 0; every layer's view keeps its shape).
-    Bytes released; ``restore_kv_cache`` before the next request."""
-    return sum(llm.collective_rpc(_release_kv))
-
-
-def restore_kv_cache(llm: Any) -> None:
-    """The KV cache reallocated (zeroed, as at start) and the prefix cache dropped: no cached
-    block may point at memory that was released."""
-    llm.collective_rpc(_restore_kv)
-    reset_prefix_cache(llm)
-
-
 def token_budget(max_tokens: int, prompt_len: int, max_len: int) -> int:
     """New tokens a request may take: the run's budget, cut to the model's context (as ``hf``)."""
     return max(1, min(max_tokens, max_len - prompt_len))

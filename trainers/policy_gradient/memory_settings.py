@@ -52,8 +52,8 @@ class MemorySettings:
     )
     vllm_sleep: bool = setting(
         True,
-        help="vllm on a GPU: the engine sleeps (weights to host memory, KV cache freed) while the learner "
-        "trains and wakes before the weight sync; a CPU engine cannot sleep",
+        help="vllm: the engine sleeps while the learner trains and wakes for the weight sync (GPU: weights to "
+        "host memory, KV cache freed; CPU: KV cache and weights freed, the sync pushes every weight anyway)",
         role=N,
         group=MEMORY,
     )

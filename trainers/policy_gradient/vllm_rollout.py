@@ -26,15 +26,8 @@ from typing import Any, Sequence
 
 import torch
 from rlvr.harness.backends.base import sample_seed
-from rlvr.harness.backends.vllm_engine import (
-    VLLMBackend,
-    engine_max_len,
-    push_weights,
-    release_kv_cache,
-    restore_kv_cache,
-    start_engine,
-    token_budget,
-)
+from rlvr.harness.backends.vllm_cpu_sleep import release_kv_cache, release_weights, restore_kv_cache, restore_weights
+from rlvr.harness.backends.vllm_engine import VLLMBackend, engine_max_len, push_weights, start_engine, token_budget
 from rlvr.harness.benchmarks.problems import Problem
 from rlvr.harness.errors import UserError
 from rlvr.harness.setting_blocks import gpu_memory_share
@@ -69,7 +62,7 @@ class VLLMRollout:
         # sleep frees the engine's GPU memory while the learner trains (vLLM's CUDA memory pool);
         # a CPU engine cannot sleep, so there it releases its KV cache alone (the weights stay)
         self.sleeps = getattr(cfg, "vllm_sleep", False)
-        self.can_sleep, self.asleep = device == "cuda" and self.sleeps, False
+        self.can_sleep, self.asleep, self.weights_released = device == "cuda" and self.sleeps, False, False
         self.llm = start_engine(
             resolve_model(cfg.model)[0],
             dtype=compute_dtype_name(cfg),  # the learner's compute dtype (sync casts the float32 masters)
@@ -129,32 +122,44 @@ class VLLMRollout:
     def sleep(self) -> None:
         """Between rollout and learning (``vllm_sleep``). On a GPU level 1 moves the weights to
         host memory and drops the KV cache, so the learner gets the engine's share of the GPU;
-        on a CPU the KV cache's memory goes back to the system (``kv_cache_gb`` less at the
-        update's peak). Nothing in the KV cache outlives a step: every sync drops the prefix cache."""
+        on a CPU the KV cache's and the weights' memory go back to the system (``kv_cache_gb``
+        and a copy of the model less at the update's peak): the sync after the update pushes
+        every weight anyway. Nothing in the KV cache outlives a step: every sync drops the
+        prefix cache."""
         if self.asleep or not self.sleeps:
             return
         if self.can_sleep:
             self.llm.sleep(level=1)
         else:
             release_kv_cache(self.llm)
+            release_weights(self.llm)
+            self.weights_released = True
         self.asleep = True
 
     def wake(self) -> None:
+        if self.weights_released:
+            raise RuntimeError("the engine's weights were released while the learner trained: sync() brings them back")
+        self._wake()
+
+    def _wake(self) -> None:
         if not self.asleep:
             return
         if self.can_sleep:
             self.llm.wake_up()
         else:
             restore_kv_cache(self.llm)
+            if self.weights_released:
+                restore_weights(self.llm)
         self.asleep = False
 
     @torch.no_grad()
     def sync(self, model: torch.nn.Module) -> None:
         from rlvr.trainers.runtime.distributed import full_named_parameters
 
-        self.wake()
+        self._wake()
         dtype = getattr(torch, compute_dtype_name(self.cfg))  # float32 masters cast here, tensor by tensor
         push_weights(self.llm, ((name, p.to(dtype)) for name, p in full_named_parameters(model)))  # FSDP gathered
+        self.weights_released = False
 
     def eval_backend(self) -> VLLMBackend:
         """The same engine as an evaluation backend (``rlvr eval`` on the synced weights, no second engine)."""
