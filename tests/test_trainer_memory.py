@@ -286,7 +286,11 @@ def test_each_memory_feature_lowers_its_own_component():
     assert dims.params == pytest.approx(7.6e9, rel=0.02) and not dims.tied
     base = _peak(logits_chunk=0)
     assert _peak(logits_chunk=0, gradient_checkpointing=True)["activation_bytes"] < base["activation_bytes"] / 5
-    assert _peak(logits_chunk=1024)["logits_bytes"] == pytest.approx(base["logits_bytes"] * 1024 / 6000)
+    # unchunked: 4.4 float32 logits-sized tensors of every kept position; chunked through the fused
+    # tile: one chunk of logits and the head weight's gradient for it
+    assert base["logits_bytes"] == pytest.approx(4.4 * 4 * 6000 * dims.vocab)
+    fused = 4 * 1024 * dims.vocab + 4 * dims.embedding
+    assert _peak(logits_chunk=1024)["logits_bytes"] == pytest.approx(fused)
     budget = _peak(logits_chunk=0, micro_token_budget=3512, rows=[3512, 1000])
     assert budget["activation_bytes"] < _peak(logits_chunk=0, rows=[3512, 1000])["activation_bytes"] * 0.55
     sharded = _peak(world=8, micro_batch_size=1, rows=[3512] * 2)

@@ -22,7 +22,10 @@ transformers repeat them for the kernel), its output and the projection's contig
 block keeps only its input (H) and one block's activations exist again during its backward.
 The vocabulary projection: unchunked, the float32 logits of every kept position and three more
 tensors of that size at the start of its backward (the gradient, the softmax's exponent, the
-gather's scatter); chunked, the same four for ``logits_chunk`` tokens.
+gather's scatter); chunked through a linear head (the fused tile of
+``rlvr.trainers.policy_gradient.chunked_logprobs``), one float32 tensor of ``logits_chunk`` tokens
+(the recomputed logits, turned into their gradient in place) and the head weight's gradient for
+that chunk before it is added to the accumulated one.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-#: logits-sized float32 tensors alive at the start of the head's backward: the four counted in
-#: the docstring, 4.4 as measured (``benchmarks/bench_train_memory.py``: the kernels' temporaries)
+#: logits-sized float32 tensors alive at the start of the head's backward, unchunked: the four
+#: counted in the docstring, 4.4 as measured (``benchmarks/bench_train_memory.py``: the kernels'
+#: temporaries); chunked, the fused tile's one
 LOGIT_COPIES = 4.4
+FUSED_LOGIT_COPIES = 1.0
 #: H-sized tensors a block keeps beyond those counted in the docstring (measured: ~10% more)
 UNCOUNTED_PER_BLOCK = 2
 
@@ -151,7 +156,10 @@ def update_peak(
             acts = tokens * d.layers * per_layer
         acts += tokens * 3 * d.hidden * master  # embeddings out, the final norm's input and output
         kept = len(lengths) * (width - (prompt or 0))
-        logits = LOGIT_COPIES * 4 * (min(chunk, kept) if chunk else kept) * d.vocab
+        if chunk:  # the fused tile: one chunk of logits and the chunk's head-weight gradient
+            logits = FUSED_LOGIT_COPIES * 4 * min(chunk, kept) * d.vocab + master * d.embedding
+        else:
+            logits = LOGIT_COPIES * 4 * kept * d.vocab
         # the first pass holds the head's fresh gradient; a later one every gradient so far
         held = master * d.embedding if i == 0 else grads_full
         if weights + acts + logits + held > backward:
