@@ -37,7 +37,6 @@ from typing import Any
 #: counted in the docstring, 4.4 as measured (``benchmarks/bench_train_memory.py``: the kernels'
 #: temporaries); chunked, the fused tile's one
 LOGIT_COPIES = 4.4
-FUSED_LOGIT_COPIES = 1.0
 #: H-sized tensors a block keeps beyond those counted in the docstring (measured: ~10% more)
 UNCOUNTED_PER_BLOCK = 2
 
@@ -157,7 +156,7 @@ def update_peak(
         acts += tokens * 3 * d.hidden * master  # embeddings out, the final norm's input and output
         kept = len(lengths) * (width - (prompt or 0))
         if chunk:  # the fused tile: one chunk of logits and the chunk's head-weight gradient
-            logits = FUSED_LOGIT_COPIES * 4 * min(chunk, kept) * d.vocab + master * d.embedding
+            logits = 4 * min(chunk, kept) * d.vocab + master * d.embedding
         else:
             logits = LOGIT_COPIES * 4 * kept * d.vocab
         # the first pass holds the head's fresh gradient; a later one every gradient so far

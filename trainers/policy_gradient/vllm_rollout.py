@@ -60,9 +60,9 @@ class VLLMRollout:
             )
         device = str(next(model.parameters()).device).split(":")[0]
         # sleep frees the engine's GPU memory while the learner trains (vLLM's CUDA memory pool);
-        # a CPU engine cannot sleep, so there it releases its KV cache alone (the weights stay)
+        # a CPU engine has no sleep mode, so there its KV cache and weights are released by hand
         self.sleeps = getattr(cfg, "vllm_sleep", False)
-        self.can_sleep, self.asleep, self.weights_released = device == "cuda" and self.sleeps, False, False
+        self.can_sleep, self.asleep = device == "cuda" and self.sleeps, False
         self.llm = start_engine(
             resolve_model(cfg.model)[0],
             dtype=compute_dtype_name(cfg),  # the learner's compute dtype (sync casts the float32 masters)
@@ -133,11 +133,10 @@ class VLLMRollout:
         else:
             release_kv_cache(self.llm)
             release_weights(self.llm)
-            self.weights_released = True
         self.asleep = True
 
     def wake(self) -> None:
-        if self.weights_released:
+        if self.asleep and not self.can_sleep:
             raise RuntimeError("the engine's weights were released while the learner trained: sync() brings them back")
         self._wake()
 
@@ -148,8 +147,7 @@ class VLLMRollout:
             self.llm.wake_up()
         else:
             restore_kv_cache(self.llm)
-            if self.weights_released:
-                restore_weights(self.llm)
+            restore_weights(self.llm)
         self.asleep = False
 
     @torch.no_grad()
@@ -159,7 +157,6 @@ class VLLMRollout:
         self._wake()
         dtype = getattr(torch, compute_dtype_name(self.cfg))  # float32 masters cast here, tensor by tensor
         push_weights(self.llm, ((name, p.to(dtype)) for name, p in full_named_parameters(model)))  # FSDP gathered
-        self.weights_released = False
 
     def eval_backend(self) -> VLLMBackend:
         """The same engine as an evaluation backend (``rlvr eval`` on the synced weights, no second engine)."""
