@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 
 from conftest import ROOT
 
@@ -74,19 +75,35 @@ def sandbox_processes() -> list[int]:
     return found
 
 
-def zombies() -> list[int]:
-    """Zombies that one of our processes failed to reap (init's own backlog is not ours)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-                    if fields[0] == "Z" and fields[1] != "1":
-                        found.append(int(name))
-            except (OSError, IndexError):
-                pass
-    return found
+def zombies(grace_s: float = 1.0) -> list[int]:
+    """Zombies under this test process that one of our processes failed to reap. Other processes
+    on the machine are not ours, and a child caught between its exit and its parent's wait is
+    given ``grace_s`` to be reaped."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        parents = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat") as fh:
+                        fields = fh.read().rsplit(")", 1)[1].split()
+                    parents[int(name)] = (fields[0], int(fields[1]))
+                except (OSError, IndexError, ValueError):
+                    pass
+        found = [pid for pid, (state, _) in parents.items() if state == "Z" and _descends(pid, parents, os.getpid())]
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
+
+
+def _descends(pid: int, parents: dict[int, tuple[str, int]], ancestor: int) -> bool:
+    seen = set()
+    while pid in parents and pid not in seen:
+        seen.add(pid)
+        pid = parents[pid][1]
+        if pid == ancestor:
+            return True
+    return False
 
 
 def checked_grader():

@@ -30,3 +30,15 @@ def digits_source(tmp_path_factory) -> str:
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def server():
+    """One ``rlvr serve`` (default settings, two workers) for every module that needs a plain
+    server: each start warms its math workers' parsers, ~4 s. Tests that need other settings, or
+    that stop the server, start their own."""
+    from server_helpers import Server
+
+    s = Server()
+    yield s
+    s.stop()

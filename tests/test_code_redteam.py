@@ -455,6 +455,7 @@ int main() {
 
 
 # ---- 7. and the classes already contained --------------------------------------------------------------
+@pytest.mark.slow
 def test_fork_bomb_daemons_and_floods_leave_nothing_behind(grader):
     cases = {
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass": (

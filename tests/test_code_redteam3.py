@@ -22,7 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rlvr.sandbox.code.rules.extract import check_python_syntax
 from rlvr.sandbox.code.running.channels import BatchReader
-from server_helpers import Server
 
 
 @pytest.fixture(scope="module")
@@ -326,13 +325,6 @@ def test_the_syntax_check_still_lifts_only_the_digit_cap():
 
 
 # ---- 4. the server answers every item on its own ---------------------------------------------
-@pytest.fixture(scope="module")
-def server():
-    s = Server()
-    yield s
-    s.stop()
-
-
 def raw_post(server, path, text):
     return httpx.post(server.url + path, content=text, headers={"content-type": "application/json"}, timeout=120)
 

@@ -147,6 +147,7 @@ def _fsdp_run(tmp_path, tiny_model, digits_source):
     return settings
 
 
+@pytest.mark.slow
 def test_fsdp_two_ranks_make_the_single_process_updates(tmp_path, tiny_model, digits_source):
     """DAPO with a KL term (β > 0: the reference is sharded too), 3 prompts: the second minibatch
     holds one group, so one rank trains on dummy rows only there."""

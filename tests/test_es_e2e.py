@@ -91,6 +91,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow
 def test_randopt_two_perturbations_end_to_end(tmp_path, tiny_model):
     out = tmp_path / "randopt"
     result = rlvr(

@@ -241,6 +241,7 @@ def test_resume_refuses_other_settings(run_a, tiny_model):
     assert result.returncode == 2 and "template: 'qwen_math' -> 'r1'" in result.stderr
 
 
+@pytest.mark.slow
 def test_resume_regrades_samples_from_an_older_verifier(tmp_path, tiny_model):
     out = tmp_path / "stale"
     args = [

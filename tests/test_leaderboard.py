@@ -120,6 +120,7 @@ def test_errors_are_one_line(tmp_path):
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_page_in_headless_chromium(board):
     sync_api = pytest.importorskip("playwright.sync_api")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -184,6 +184,7 @@ def test_dtype_names_and_the_refusal():
         TrainConfig(compute_dtype="int8", temperature=1.0).validate()
 
 
+@pytest.mark.slow
 def test_a_run_with_bfloat16_compute_records_its_dtypes(tmp_path, tiny_model, digits_source):
     values = {
         "model": tiny_model,

@@ -9,20 +9,12 @@ import pytest
 from rlvr.sandbox.service import GradingService
 from rlvr.sandbox.serving.client import RewardClient
 from rlvr.sandbox.serving.rewards import compute_score, compute_score_batch, reward_func, trl_reward, trl_reward_async
-from server_helpers import Server
 
 COMPLETIONS = [r"so \boxed{4}", r"so \boxed{5}", r"\boxed{9^{9^{9^{9}}}}", "no answer here at all"]
 ANSWERS = ["4", "4", "1", "4"]
 CHAT = [[{"role": "assistant", "content": c}] for c in COMPLETIONS]
 CODE_TESTS = [[{"input": "1\n2", "output": "3", "testtype": "functional"}]] * 2
 CODE = ["```python\ndef add(a, b):\n    return a + b\n```", "```python\ndef add(a, b):\n    return a - b\n```"]
-
-
-@pytest.fixture(scope="module")
-def server():
-    s = Server()
-    yield s
-    s.stop()
 
 
 def test_trl_strings_and_chat_messages():

@@ -31,13 +31,6 @@ CODE_FN = {
 }
 
 
-@pytest.fixture(scope="module")
-def server():
-    s = Server()
-    yield s
-    s.stop()
-
-
 def post(server, path, body, **kw):
     return httpx.post(server.url + path, json=body, timeout=120, **kw)
 

@@ -251,6 +251,7 @@ def test_run_directory_matches_saved_settings(tmp_path):
     assert changed_settings(tmp_path, longer) == []
 
 
+@pytest.mark.slow
 def test_srpo_plateau_reads_the_probe_in_the_loop_and_resumes_exactly(tmp_path, tiny):
     """Stage 1 reads a 2-prompt probe after every step; with plateau_delta 2 the second reading
     ends it, so step 3 runs in stage 2 — also when the run is resumed from step 2, whose

@@ -83,6 +83,7 @@ def test_a_real_run_says_legend_steps_and_summary(tmp_path, tiny, capsys):
     assert f"evaluate it: rlvr eval --model {tmp_path / 'run' / 'checkpoint-000002'}" in out
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_training_names_the_checkpoint_kept_and_the_resume_says_what_it_reuses(
     tmp_path, tiny, monkeypatch, capsys
 ):

@@ -185,7 +185,7 @@ def test_file_system_errors_are_one_line(capsys, monkeypatch):
 
     parser = build_parser()
     parser._subparsers._group_actions[0].choices["benchmarks"].set_defaults(func=denied)
-    monkeypatch.setattr("rlvr.cli.main.build_parser", lambda: parser)
+    monkeypatch.setattr("rlvr.cli.main.build_parser", lambda argv=None: parser)
     code, _, err = cli(capsys, "benchmarks")
     one_line_error(code, err, "/somewhere/out: Permission denied")
 
@@ -371,6 +371,28 @@ def _parsers(parser):
 def test_every_parser_takes_exact_flag_names_only():
     parsers = list(_parsers(build_parser()))
     assert len(parsers) > 12 and all(p.allow_abbrev is False for p in parsers)
+
+
+def test_a_command_that_never_trains_builds_its_parser_without_torch():
+    """Each ``rlvr`` call parses its own argv: the trainers' flags (whose help reads the torch-backed
+    rule tables) are built for ``train`` only, so ``rlvr eval --help`` does not pay torch's import."""
+    import subprocess
+    import sys
+
+    def algorithms(parser) -> list[str]:
+        train = parser._subparsers._group_actions[0].choices["train"]
+        return sorted(train._subparsers._group_actions[0].choices)
+
+    probe = (
+        "import sys; from rlvr.cli.main import build_parser; p = build_parser(['eval', '--help']); "
+        "print('torch' in sys.modules, len(p._subparsers._group_actions[0].choices['train']"
+        "._subparsers._group_actions[0].choices))"
+    )
+    fresh = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert fresh.stdout == "False 0\n"
+    assert algorithms(build_parser(["train", "drgrpo", "--help"])) == sorted(
+        ["grpo", "drgrpo", "dapo", "srpo", "randopt", "corp"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -190,6 +190,7 @@ def test_a_budget_the_context_cannot_hold_is_refused_before_the_engine_starts(mo
         VLLMRollout(learner, tokenizer, load_template("chat"), {}, _cfg(model_dir, max_tokens=4096))
 
 
+@pytest.mark.slow
 def test_two_drgrpo_steps_with_backend_vllm(tmp_path, digits_source):
     """With truncated importance sampling (``tis_cap: 2``) at temperature 0.6; fp32 on both sides,
     the sampler-learner gap logged each step is numerical noise: no token's weight is capped (with

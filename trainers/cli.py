@@ -87,7 +87,9 @@ def settings_text(algorithm: str) -> str:
 OWN = ("algorithm", "resume", "progress", "plan", "json")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction, algorithms: bool = True) -> None:
+    """``rlvr train``; ``algorithms=False`` leaves out the per-algorithm parsers (the command line
+    builds them only when it will parse ``train``, since their help imports torch)."""
     p = sub.add_parser(
         "train",
         help="train with GRPO, Dr. GRPO, DAPO, SRPO, RandOpt or CoRP",
@@ -95,9 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    algorithms = p.add_subparsers(dest="algorithm", metavar="<algorithm>")
-    for algorithm in POLICY_GRADIENT + GRADIENT_FREE:
-        _register_algorithm(algorithms, algorithm)
+    choices = p.add_subparsers(dest="algorithm", metavar="<algorithm>")
+    for algorithm in (POLICY_GRADIENT + GRADIENT_FREE) if algorithms else ():
+        _register_algorithm(choices, algorithm)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
