@@ -132,6 +132,23 @@ def test_a_cached_prompt_is_recomputed_after_a_weight_push(rollout):
     assert max_gap(learner_logprobs(learner, prompt, ids), logprobs) < SYNCED
 
 
+def test_the_heap_is_trimmed_where_the_c_library_can(monkeypatch):
+    """glibc's ``malloc_trim`` gives the released weights' pages back; a C library without it
+    (musl) still releases the weights, with no error."""
+    import ctypes
+
+    from rlvr.harness.backends import vllm_cpu_sleep
+
+    assert vllm_cpu_sleep.trim_heap() is True  # this machine's glibc
+
+    class NoTrim:
+        def __getattr__(self, name):
+            raise AttributeError(name)
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: NoTrim())
+    assert vllm_cpu_sleep.trim_heap() is False
+
+
 def test_a_cpu_engine_asleep_holds_no_kv_cache_and_no_weights_and_wakes_to_the_same_samples(rollout):
     """``vllm_sleep`` on a CPU (vLLM has no sleep mode there): the KV cache's storage and the
     weights (parameters and the GEMM kernels' packed copies) are released while the learner

@@ -88,8 +88,19 @@ def release_weights(llm: Any) -> int:
     overwrites them all. Bytes of parameter storage released (the kernels' packed copies come on
     top)."""
     released = sum(llm.apply_model(_release_weights))
-    ctypes.CDLL(None).malloc_trim(0)  # freed heap chunks back to the OS, not only to malloc
+    trim_heap()
     return released
+
+
+def trim_heap() -> bool:
+    """Freed heap chunks back to the OS, not only to malloc (glibc's ``malloc_trim``; without it
+    the resident set keeps the released weights). False on a C library that has none (musl):
+    the weights are still released to the allocator, and reused by the next allocation."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def restore_weights(llm: Any) -> None:
