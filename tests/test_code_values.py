@@ -270,3 +270,42 @@ def test_decoder_instances_and_handles_only_where_asked():
     with pytest.raises(MalformedValue):
         decode(data)
     assert Decoder(handles=lambda number, name: (number, name)).decode(data) == (1, "object")
+
+
+# ---- what PID 1 tells the judge about each call --------------------------------------------------
+@given(
+    st.sampled_from(["ok", "raised", "bad_value", "tle", "skipped"]),
+    st.sampled_from(["", "ValueError: x"]),
+    st.sampled_from([b"", b"warning\n"]),
+    st.sampled_from([None, 0, 1]),
+    st.sampled_from([None, 9]),
+    st.sampled_from([0, 2048]),
+    st.sampled_from([[], ["cpu time limit"]]),
+    st.floats(0, 5000),
+    st.floats(0, 5000),
+    st.integers(0, 1 << 20),
+)
+def test_a_call_answer_reaches_the_judge_as_its_full_header(
+    status, error, stderr, exit_code, signal, rss, notes, cpu_ms, wall_ms, size
+):
+    """A plain answer travels as ``[size, cpu_ms, wall_ms]``, anything else as its header; the
+    judge reads back exactly the header PID 1 holds, so no verdict can depend on which form."""
+    import json
+
+    from rlvr.sandbox.code.running.channels import Outcome, call_outcome
+
+    outcome = Outcome(
+        status=status,
+        error=error,
+        stderr=stderr,
+        exit_code=exit_code,
+        signal=signal,
+        max_rss_kb=rss,
+        notes=list(notes),
+        cpu_ms=cpu_ms,
+        wall_ms=wall_ms,
+    )
+    sent = json.loads(json.dumps(outcome.call_answer(size)))  # as the frame carries it
+    assert call_outcome(sent) == {**outcome.header(), "size": size}
+    plain = status == "ok" and not (error or stderr or notes or rss) and exit_code is None and signal is None
+    assert isinstance(sent, list) == plain

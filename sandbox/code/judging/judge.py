@@ -40,7 +40,13 @@ from rlvr.sandbox.code.judging.known_tests import tests_of
 from rlvr.sandbox.code.judging.outcomes import outcome_reason, stdin_verdict, wall_s
 from rlvr.sandbox.code.rules.languages import get_language
 from rlvr.sandbox.code.rules.limits import Limits
-from rlvr.sandbox.code.running.channels import BUSY_PATIENCE, CODEC_BYTES_PER_S, CODEC_FIXED_S, CODEC_WALL_FACTOR
+from rlvr.sandbox.code.running.channels import (
+    BUSY_PATIENCE,
+    CODEC_BYTES_PER_S,
+    CODEC_FIXED_S,
+    CODEC_WALL_FACTOR,
+    call_outcome,
+)
 from rlvr.sandbox.code.running.tester import proxied_names
 
 #: Call tests per round trip: batches double from 1 up to this, so a program that fails early
@@ -278,7 +284,8 @@ class Submission:
     def _collect(self, wait: float) -> list[tuple[dict[str, Any], bytes]]:
         reply, blob = self.program.receive(wait)
         out, offset = [], 0
-        for outcome in reply["outcomes"]:
+        for answer in reply["outcomes"]:
+            outcome = call_outcome(answer)
             out.append((outcome, blob[offset : offset + outcome["size"]]))
             offset += outcome["size"]
         return out

@@ -124,7 +124,7 @@ def serve_submission(
                 results = [o.result or b"" for o in outcomes]
                 write_frame(
                     res_fd,
-                    {"outcomes": [{**o.header(), "size": len(r)} for o, r in zip(outcomes, results)]},
+                    {"outcomes": [o.call_answer(len(r)) for o, r in zip(outcomes, results)]},
                     results[0] if len(results) == 1 else b"".join(results),
                 )
                 continue
