@@ -75,33 +75,46 @@ def sandbox_processes() -> list[int]:
     return found
 
 
-def zombies(grace_s: float = 1.0) -> list[int]:
-    """Zombies under this test process that one of our processes failed to reap. Other processes
+def zombies(grace_s: float = 1.0, roots: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """Zombies under this test process, or under ``roots`` (processes that were ours before a
+    shutdown may have orphaned them), that one of our processes failed to reap. Other processes
     on the machine are not ours, and a child caught between its exit and its parent's wait is
     given ``grace_s`` to be reaped."""
     deadline = time.monotonic() + grace_s
     while True:
-        parents = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    with open(f"/proc/{name}/stat") as fh:
-                        fields = fh.read().rsplit(")", 1)[1].split()
-                    parents[int(name)] = (fields[0], int(fields[1]))
-                except (OSError, IndexError, ValueError):
-                    pass
-        found = [pid for pid, (state, _) in parents.items() if state == "Z" and _descends(pid, parents, os.getpid())]
+        parents = _parents()
+        ours = {os.getpid(), *roots}
+        found = [pid for pid, (state, _) in parents.items() if state == "Z" and _descends(pid, parents, ours)]
         if not found or time.monotonic() >= deadline:
             return found
         time.sleep(0.05)
 
 
-def _descends(pid: int, parents: dict[int, tuple[str, int]], ancestor: int) -> bool:
+def descendants() -> set[int]:
+    """This test process's descendants now (``zombies(roots=...)`` after they are shut down)."""
+    parents = _parents()
+    return {pid for pid in parents if _descends(pid, parents, {os.getpid()})}
+
+
+def _parents() -> dict[int, tuple[str, int]]:
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                parents[int(name)] = (fields[0], int(fields[1]))
+            except (OSError, IndexError, ValueError):
+                pass
+    return parents
+
+
+def _descends(pid: int, parents: dict[int, tuple[str, int]], ancestors: set[int]) -> bool:
     seen = set()
     while pid in parents and pid not in seen:
         seen.add(pid)
         pid = parents[pid][1]
-        if pid == ancestor:
+        if pid in ancestors:
             return True
     return False
 
@@ -114,9 +127,10 @@ def checked_grader():
     grader = CodeGrader(workers=2)
     grader.warm_up()
     yield grader
+    ours = descendants()
     grader.close()
     assert not sandbox_processes()
-    assert not zombies()
+    assert not zombies(roots=ours)
 
 
 def verdict(grader, program, tests, **options):

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 import pytest
-from code_helpers import sandbox_processes, zombies
+from code_helpers import descendants, sandbox_processes, zombies
 from rlvr.sandbox import CodeGrader
 from rlvr.sandbox.code.rules.limits import Limits
 
@@ -44,11 +44,12 @@ def grader():
     g = CodeGrader(workers=2)
     g.warm_up()
     yield g
+    ours = descendants()
     g.close()
     os.environ.pop("RLVR_CANARY", None)
     os.unlink(canary.name)
     assert not sandbox_processes()
-    assert not zombies()
+    assert not zombies(roots=ours)
     left = {name for name in set(os.listdir(tempfile.gettempdir())) - before if not name.startswith("pytest-of-")}
     assert left == set(), left
 

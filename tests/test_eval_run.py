@@ -129,7 +129,7 @@ def test_compare_reports_paired_difference(run_a):
     assert data["protocol_differences"] == {}
 
 
-@pytest.mark.slow  # ~30 s of the embedded model; the default suite resumes in the older-verifier test below
+@pytest.mark.slow  # ~30 s of the embedded model; the older-verifier resume below is slow too (two evals)
 def test_sigkill_then_same_command_resumes_without_loss_or_regeneration(tmp_path):
     out = tmp_path / "killed"
     args = [

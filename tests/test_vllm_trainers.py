@@ -1,8 +1,8 @@
 """vLLM in the trainers, on vLLM's CPU build: rollouts whose engine follows the learner's weights (a
-prefix-cache test that fails without the reset, tied LM heads), two Dr. GRPO steps with
-``backend: vllm`` and ``tis_cap`` (the sampler-learner gap they log is noise), and populations
-perturbed in place and restored exactly, in the default suite; log-probs that match after a sync
-and not before, and populations scored as on the hf path, in the slow suite."""
+prefix-cache test that fails without the reset, tied LM heads) and populations perturbed in place
+and restored exactly, in the default suite; two Dr. GRPO steps with ``backend: vllm`` and
+``tis_cap`` (the sampler-learner gap they log is noise), log-probs that match after a sync and not
+before, and populations scored as on the hf path, in the slow suite."""
 
 from __future__ import annotations
 
