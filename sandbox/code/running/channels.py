@@ -90,18 +90,11 @@ def call_outcome(answer: dict[str, Any] | list[float]) -> dict[str, Any]:
     if isinstance(answer, dict):
         return answer
     size, cpu_ms, wall_ms = answer
-    return {
-        "status": "ok",
-        "error": "",
-        "stderr": "",
-        "exit_code": None,
-        "signal": None,
-        "cpu_ms": cpu_ms,
-        "wall_ms": wall_ms,
-        "max_rss_kb": 0,
-        "notes": [],
-        "size": int(size),
-    }
+    return {**_PLAIN_HEADER, "cpu_ms": cpu_ms, "wall_ms": wall_ms, "notes": [], "size": int(size)}
+
+
+#: A fresh outcome's header: what ``call_answer`` leaves out of a plain answer.
+_PLAIN_HEADER = Outcome().header()
 
 
 class Inbox:
