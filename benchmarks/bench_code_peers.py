@@ -258,7 +258,7 @@ def livecodebench_phase(workers: int, per_class: int, slow: bool, limit: int | N
     named departures, both tools' warm seconds and the floor."""
     from lcb_peer import problems_by_id, run_livecodebench, run_ours
     from lcb_peer import report as lcb_report
-    from lcb_programs import build
+    from lcb_programs import DEPARTURES, build
 
     problems = problems_by_id()
     rows = build(list(problems.values()), per_class)
@@ -267,14 +267,29 @@ def livecodebench_phase(workers: int, per_class: int, slow: bool, limit: int | N
     print(f"{LCB}: {len(timed_rows)} timed programs over {len({r['problem_id'] for r in rows})} problems", flush=True)
     peer, peer_s = run_livecodebench(timed_rows, problems, workers)
     ours, ours_s = run_ours(timed_rows, problems, workers)
-    print(f"{LCB} warm: LiveCodeBench {peer_s:.1f}s, ours {ours_s:.1f}s", flush=True)
+    shared, shared_s = run_ours(timed_rows, problems, workers, stdin_process="submission")
+    print(
+        f"{LCB} warm: LiveCodeBench {peer_s:.1f}s, ours {ours_s:.1f}s (one process per submission: {shared_s:.1f}s)",
+        flush=True,
+    )
+    outside = [r for r in timed_rows if r["class"] not in DEPARTURES]
+    shared_agree = sum(shared[r["id"]].correct == peer[r["id"]] for r in outside)
     floor = floor_s([(v.correct, v.reason, v.detail, 0.0) for v in ours.values()])
     graded = timed_rows + (untimed(rows) if slow else [])
     if slow:
         peer.update(run_livecodebench(untimed(rows), problems, workers)[0])
         ours.update(run_ours(untimed(rows), problems, workers)[0])
     agreement = lcb_report(graded, ours, peer)
-    return {"programs": len(graded), "timed": len(timed_rows), **agreement, "peer_s": peer_s, "ours_s": ours_s, **floor}
+    return {
+        "programs": len(graded),
+        "timed": len(timed_rows),
+        **agreement,
+        "peer_s": peer_s,
+        "ours_s": ours_s,
+        "shared_s": shared_s,
+        "shared_agreement": f"{shared_agree}/{len(outside)} outside departures (timed)",
+        **floor,
+    }
 
 
 def print_ratios(per_set: dict[str, dict]) -> None:
@@ -387,6 +402,12 @@ def main() -> None:
                 "peer_s": lcb["peer_s"],
                 "ours_s": lcb["ours_s"],
                 **{k: lcb[k] for k in ("own_cpu_s", "burns_s", "cores", "F_s")},
+            }
+            per_set[f"{LCB}, stdin_process=submission"] = {
+                **per_set[LCB],
+                "agreement": lcb["shared_agreement"],
+                "programs": lcb["timed"],
+                "ours_s": lcb["shared_s"],
             }
     result = report(programs, ours, peer, {"evalplus": ep_times, "ours": our_times}) if programs else {}
     print_ratios(per_set)

@@ -123,6 +123,9 @@ def overhead_worker(repeat: int) -> None:
     grader = CodeGrader(workers=1)
     kinds = {
         "stdin": lambda n: grader.prepare("print(input())", [{"input": "1\n", "output": "1\n"}] * n),
+        "stdin-runner": lambda n: grader.prepare(
+            "print(input())", [{"input": "1\n", "output": "1\n"}] * n, stdin_process="submission"
+        ),
         "call": lambda n: grader.prepare(
             "def f(x):\n    return x\n",
             [{"args": [i], "expected": i} for i in range(n)],
@@ -132,7 +135,7 @@ def overhead_worker(repeat: int) -> None:
     }
     tick = os.sysconf("SC_CLK_TCK")
     measured = {}
-    for kind, n in (("stdin", 1), ("stdin", 4), ("call", 1), ("call", 21)):
+    for kind, n in (("stdin", 1), ("stdin", 4), ("stdin-runner", 1), ("stdin-runner", 4), ("call", 1), ("call", 21)):
         _, request, _ = kinds[kind](n)
         for _ in range(10):
             reply = judge.handle(dict(request))
@@ -152,7 +155,9 @@ def overhead_worker(repeat: int) -> None:
         f"  overhead: {measured['stdin', 1]:.2f} CPU-ms per stdin submission (one test), "
         f"{measured['call', 1]:.2f} per call-based submission (one call), "
         f"{(measured['stdin', 4] - measured['stdin', 1]) / 3:.2f} per further stdin test, "
-        f"{(measured['call', 21] - measured['call', 1]) / 20:.2f} per further call"
+        f"{(measured['call', 21] - measured['call', 1]) / 20:.2f} per further call; "
+        f"with stdin_process=submission {measured['stdin-runner', 1]:.2f} per stdin submission, "
+        f"{(measured['stdin-runner', 4] - measured['stdin-runner', 1]) / 3:.2f} per further stdin test"
     )
 
 

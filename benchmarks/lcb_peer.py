@@ -95,11 +95,15 @@ def run_livecodebench(rows: list[dict], problems: dict[str, Any], workers: int =
     return {r["id"]: passed for r, passed in zip(rows, result["passed"])}, result["seconds"]
 
 
-def run_ours(rows: list[dict], problems: dict[str, Any], workers: int = 2) -> tuple[dict[str, Any], float]:
-    """Our verdicts through the benchmark path, and the seconds they took (judges warm)."""
+def run_ours(
+    rows: list[dict], problems: dict[str, Any], workers: int = 2, stdin_process: str = "test"
+) -> tuple[dict[str, Any], float]:
+    """Our verdicts through the benchmark path, and the seconds they took (judges warm).
+    ``stdin_process``: a fresh process per stdin test (``test``, the default) or one per
+    submission (``submission``, as LiveCodeBench's runner)."""
     from rlvr.harness.grading import EvalGrader
 
-    grader = EvalGrader(workers=workers)
+    grader = EvalGrader(workers=workers, code_stdin_process=stdin_process)
     try:
         grader.service.code.warm_up()
         start = time.perf_counter()

@@ -29,16 +29,21 @@ class EvalGrader:
         math_timeout: float = 1.0,
         code_limits: dict[str, Any] | None = None,
         test_details: bool = False,
+        code_stdin_process: str = "test",
     ):
         """``test_details`` keeps the judge's failure details, which quote hidden expected values:
-        for evaluation logs (``rlvr eval --test-details``), never for a trainer's rewards."""
+        for evaluation logs (``rlvr eval --test-details``), never for a trainer's rewards.
+        ``code_stdin_process``: ``test`` (a fresh process per stdin test) or ``submission``
+        (``rlvr.sandbox.code.verify.verify_code``)."""
         self.math_timeout = math_timeout
         self.code_limits = dict(code_limits or {})
+        self.code_stdin_process = code_stdin_process
         self.service = GradingService(
             workers=workers,
             math_timeout=math_timeout,
             code_limits=self.code_limits or None,
             test_details=test_details,
+            code_stdin_process=code_stdin_process,
         )
         self._gold: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -50,6 +55,8 @@ class EvalGrader:
             "code_verifier": CODE_VERIFIER,
             "math_timeout_s": self.math_timeout,
             "code_limits": self.code_limits,
+            # only when not the default, so the fingerprints of earlier results stay valid
+            **({"code_stdin_process": self.code_stdin_process} if self.code_stdin_process != "test" else {}),
         }
 
     def gold(self, problem: Problem) -> dict[str, Any]:

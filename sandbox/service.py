@@ -159,9 +159,10 @@ class GradingService:
         cache_size: int = 65536,
         shards: int | None = None,
         test_details: bool = False,
+        code_stdin_process: str = "test",
     ):
         self.math = MathGrader(workers=workers, timeout=math_timeout, shards=shards)
-        self.code = CodeGrader(workers=workers, limits=code_limits, unsafe=unsafe)
+        self.code = CodeGrader(workers=workers, limits=code_limits, unsafe=unsafe, stdin_process=code_stdin_process)
         self.test_details = test_details
         self._cache: OrderedDict[str, Verdict] = OrderedDict()
         self._cache_size = cache_size

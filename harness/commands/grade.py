@@ -85,6 +85,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="code: run even where namespaces/chroot/uid switch are unavailable (NOT isolated)",
     )
+    p.add_argument(
+        "--stdin-process",
+        choices=("test", "submission"),
+        default=None,
+        help="code: a fresh process for every stdin test (test, the default) or one per submission "
+        "(submission: Python only, as LiveCodeBench's runner; a program's leftover state is shared "
+        "between its own tests); a row's own stdin_process wins",
+    )
     add_ray_option(
         p,
         "grade on a Ray cluster: ADDRESS (host:port, ray://...), or none/auto for RAY_ADDRESS, "
@@ -158,7 +166,14 @@ def _ray_item(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
     if row["kind"] == "math":
         # a row's own policy wins, as with verify_batch(policy=...) in process
         return {**row, "answer": str(row["answer"]), "policy": row.get("policy") or args.policy}
+    row = _with_stdin_process(args, row)
     return {**row, "partial": True} if args.partial else row
+
+
+def _with_stdin_process(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
+    if args.stdin_process is None or row.get("stdin_process") is not None:
+        return row
+    return {**row, "stdin_process": args.stdin_process}
 
 
 def _local_grader(args: argparse.Namespace, kind: str):
@@ -180,6 +195,7 @@ def _local_grader(args: argparse.Namespace, kind: str):
     )
 
     def grade_code(rows: list[dict[str, Any]]):
+        rows = [_with_stdin_process(args, row) for row in rows]
         return code.verify_batch(rows, partial=args.partial) if args.partial else code.verify_batch(rows)
 
     return code, grade_code

@@ -49,6 +49,7 @@ OPTIONS = (
     "prelude",
     "postlude",
     "test_setup",
+    "stdin_process",
 )
 
 
@@ -94,6 +95,16 @@ def judge_env() -> dict[str, str]:
     return env
 
 
+#: How stdin tests get their process: ``test`` (fresh per test) or ``submission`` (one runner).
+STDIN_PROCESSES = ("test", "submission")
+
+
+def stdin_process_of(value: str) -> str:
+    if value not in STDIN_PROCESSES:
+        raise ValueError(f"stdin_process must be one of {', '.join(STDIN_PROCESSES)}, got {value!r}")
+    return value
+
+
 class CodeGrader:
     """Grades programs with a warm pool of ``workers`` sandboxing judges. Thread-safe.
 
@@ -102,11 +113,16 @@ class CodeGrader:
     as grader:`` block does."""
 
     def __init__(
-        self, workers: int | None = None, limits: Limits | Mapping[str, Any] | None = None, unsafe: bool = False
+        self,
+        workers: int | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        unsafe: bool = False,
+        stdin_process: str = "test",
     ):
         self.workers = workers or min(4, os.cpu_count() or 1)
         self.limits = Limits.from_any(limits)
         self.unsafe = unsafe
+        self.stdin_process = stdin_process_of(stdin_process)
         self._pool: WorkerPool | None = None
         self._lock = threading.Lock()
 
@@ -156,6 +172,7 @@ class CodeGrader:
         postlude: str | None = None,
         test_setup: str | None = None,
         collect: bool = False,
+        stdin_process: str | None = None,
     ) -> tuple[Verdict | None, dict[str, Any] | None, str | None]:
         """The judge's request for one item, or the verdict it gets without running
         (``bad_input``, ``no_code``, ``compile_error``). ``collect``: the tests are inputs only
@@ -163,6 +180,7 @@ class CodeGrader:
         start = time.perf_counter()
         try:
             comparison = Comparison.from_any(compare, oracle)
+            per_stdin = self.stdin_process if stdin_process is None else stdin_process_of(stdin_process)
             lang = get_language(language)
             resolved = Limits.from_any(limits) if limits is not None else self.limits
             normalized = normalize_tests(tests, fn_name)
@@ -220,6 +238,7 @@ class CodeGrader:
             "limits": resolved.to_dict(),
             "stop_on_fail": (not partial) if stop_on_fail is None else stop_on_fail,
             "unsafe": self.unsafe if unsafe is None else unsafe,
+            "stdin_process": per_stdin,
             "compare": {
                 "rule": comparison.rule,
                 "oracle": comparison.oracle,
@@ -406,6 +425,7 @@ def verify_code(
     prelude: str | None = None,
     postlude: str | None = None,
     test_setup: str | None = None,
+    stdin_process: str | None = None,
 ) -> Verdict:
     """Grade a completion's program against tests in the sandbox.
 
@@ -419,7 +439,10 @@ def verify_code(
     ``prelude`` / ``postlude``: code placed before / after the program (the imports, helpers
     and adapters a benchmark's own harness supplies, e.g. LeetCode's ``ListNode``).
     ``test_setup``: trusted code assert tests run with (helpers, classes), in their own sandbox;
-    defaults to ``prelude``.
+    defaults to ``prelude``. ``stdin_process``: ``test`` (the default: a fresh process for every
+    stdin test) or ``submission`` (Python only: one process runs all of a submission's stdin
+    tests, as LiveCodeBench's runner does; state a program leaves outside its own namespace is
+    shared between its tests, never between submissions).
     """
     return default_code_grader().verify(
         completion,
@@ -435,6 +458,7 @@ def verify_code(
         prelude=prelude,
         postlude=postlude,
         test_setup=test_setup,
+        stdin_process=stdin_process,
     )
 
 

@@ -2,8 +2,10 @@
 rlimits and the system-call filter, then runs the untrusted program (or, for Python, serves
 calls of its entry point), reporting through pipes.
 
-Forked by the supervisor (``rlvr.sandbox.code.running.runner``) for every test. Nothing this process writes
-is believed: the supervisor reads its exit status, its usage and the cgroup's counters itself,
+Forked by the supervisor (``rlvr.sandbox.code.running.runner``) for every test (with
+``stdin_process="submission"``, once for a submission's stdin tests: ``python_stdin_runner``).
+Nothing this process writes is believed: the supervisor reads its exit status, its usage and the
+cgroup's counters itself,
 and parses the call channel as untrusted bytes. The only message that precedes the program is
 the one-byte "ready" on a descriptor that is closed before the program's first instruction: a
 child that dies before it is a sandbox fault, one that dies after it is the program's.
@@ -49,6 +51,8 @@ SANDBOX_ENV = {
     "MKL_NUM_THREADS": "1",
 }
 CALL_ARGS_FD, CALL_RESULT_FD = 3, 4
+#: The per-submission stdin runner's channels: inputs in, ``D`` + exit status out.
+STDIN_RUNNER_FD, STDIN_DONE_FD = 3, 4
 _U32 = struct.Struct("!I")
 #: Request flags (supervisor to call child). ``SHARED``: the entry is a method of one
 #: ``Solution`` instance made on first use and kept for every later call (LiveCodeBench's
@@ -164,6 +168,11 @@ def python_main(path: str, system_exit_ends: bool = False) -> None:
     end, whatever its code, as LiveCodeBench's runner catches it; what was printed is the
     answer. Only that exception: any other one, and ``os._exit`` with a non-zero status, is
     still a runtime error."""
+    _flush_and_exit(_run_main(path, system_exit_ends))
+
+
+def _run_main(path: str, system_exit_ends: bool) -> int:
+    """Run the program once as ``__main__``; the exit code a process ending there would have."""
     import traceback
 
     code = 0
@@ -175,7 +184,43 @@ def python_main(path: str, system_exit_ends: bool = False) -> None:
     except BaseException:
         traceback.print_exc()
         code = 1
-    _flush_and_exit(code)
+    return code
+
+
+def exit_status(code: int) -> int:
+    """The status a process gets from ``os._exit(code)``: its low byte, or 125 (the spawn
+    wrapper's) for a code ``_exit`` refuses."""
+    return code & 0xFF if -(1 << 31) <= code < (1 << 31) else 125
+
+
+def python_stdin_runner(path: str, system_exit_ends: bool = False) -> None:
+    """The per-submission stdin runner (``stdin_process="submission"``): run the program once
+    per test in this one process, as LiveCodeBench's runner and EvalPlus do, instead of a fresh
+    process per test. Each test's input (fd 3: 4-byte length + bytes) becomes fd 0 (a memory
+    file, so ``open(0)`` and ``os.read(0, ...)`` see it and its end), the standard streams are
+    rebuilt and the module runs in a fresh namespace; then ``D`` + the exit status it would
+    have had goes to fd 4. What the program changes outside its namespace (modules, builtins,
+    ``/tmp``, threads) stays for the submission's later tests: the weaker guarantee."""
+    while True:
+        try:
+            (size,) = _U32.unpack(_read_exact(STDIN_RUNNER_FD, 4))
+            data = _read_exact(STDIN_RUNNER_FD, size) if size else b""
+        except (EOFError, OSError):
+            _flush_and_exit(0)
+        memory = os.memfd_create("stdin", 0)
+        _send(memory, data)
+        os.lseek(memory, 0, os.SEEK_SET)
+        if memory != 0:  # 0 itself when the program closed fd 0 (``open(0)`` does)
+            os.dup2(memory, 0)
+            os.close(memory)
+        python_streams(isolated=False)
+        status = exit_status(_run_main(path, system_exit_ends))
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        _send(STDIN_DONE_FD, b"D" + bytes([status]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -178,7 +178,13 @@ class Submission:
             except UnicodeEncodeError:
                 return False, "bad_input", "the test's input holds a lone surrogate, which is not text", {}
             outcome, stdout = self.program.op(
-                {"op": "stdin", "time_s": time_s, "budget_s": self.remaining_s(), "graded": self.graded()},
+                {
+                    "op": "stdin",
+                    "time_s": time_s,
+                    "budget_s": self.remaining_s(),
+                    "graded": self.graded(),
+                    "shared": self.request.get("stdin_process") == "submission",
+                },
                 stdin,
                 self.patient_wall(time_s) + MARGIN_S,
             )

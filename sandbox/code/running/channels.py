@@ -313,6 +313,23 @@ def hard_patience(patience: float, deadline: float, hard_end: float) -> float:
     return max(0.0, min(patience, hard_end - deadline))
 
 
+class DoneReader:
+    """The stdin runner's untrusted channel: ``D`` and one status byte end a test. ``status``
+    stays None when anything else arrives (the program wrote there: the test fails)."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.status: int | None = None
+
+    def feed(self, chunk: bytes, now: float, cpu: Callable[[], float]) -> bool:
+        self.buf += chunk
+        if len(self.buf) < 2 and self.buf in (b"", b"D"):
+            return False
+        if len(self.buf) == 2 and self.buf[:1] == b"D":
+            self.status = self.buf[1]
+        return True
+
+
 class FrameReader:
     """Collects one ``rlvr.sandbox.wire`` frame from the tester child (bounded)."""
 

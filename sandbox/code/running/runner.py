@@ -19,10 +19,17 @@ import resource
 import select
 import shutil
 import signal
+import struct
 import time
 from typing import Any, Callable
 
-from rlvr.sandbox.code.isolation.child import enter_child, python_calls, python_main, python_streams
+from rlvr.sandbox.code.isolation.child import (
+    enter_child,
+    python_calls,
+    python_main,
+    python_stdin_runner,
+    python_streams,
+)
 from rlvr.sandbox.code.isolation.ipc import remove_ipc_objects
 from rlvr.sandbox.code.isolation.primitives import PROGRAM_DIR, SCRATCH_DIR, ResourceLimits, fresh_scratch
 from rlvr.sandbox.code.rules.languages import Language
@@ -32,6 +39,7 @@ from rlvr.sandbox.code.running.channels import (
     COALESCE_S,
     TOTAL_LIMIT_NOTE,
     BatchReader,
+    DoneReader,
     Feed,
     Outcome,
     hard_patience,
@@ -61,6 +69,8 @@ class Supervisor:
         self.prog_dir = PROGRAM_DIR if isolated else os.path.join(workdir, "prog")
         self.scratch = SCRATCH_DIR if isolated else os.path.join(workdir, "tmp")
         self.call_child: Child | None = None
+        #: The per-submission stdin runner (``stdin_process="submission"``), started on first use.
+        self.stdin_child: Child | None = None
         #: The sandbox's CPU when the call child's last batch ended (None: something else ran
         #: since, or there is no call child): where its next call's clock starts.
         self.calls_cpu: float | None = None
@@ -81,7 +91,7 @@ class Supervisor:
             )
         # A call or tester child lives for many calls: the CPU rlimit is the submission's
         # budget (a backstop); each call is held to its own budget by the supervisor.
-        cpu = lim.total_s if step in ("calls", "tester") else (time_s or lim.time_s)
+        cpu = lim.total_s if step in ("calls", "tester", "runner") else (time_s or lim.time_s)
         return ResourceLimits(cpu, memory, lim.processes, lim.open_files, lim.file_kb << 10)
 
     def spawn(
@@ -177,6 +187,9 @@ class Supervisor:
         if self.call_child is not None and self.call_child is not child and self.isolated:
             self.close_child(self.call_child)
             self.call_child = None
+        if self.stdin_child is not None and self.stdin_child is not child and self.isolated:
+            self.close_child(self.stdin_child)
+            self.stdin_child = None
 
     def cpu_s(self, child: Child) -> float:
         """CPU seconds the sandbox's programs used so far: the cgroup's count (every process
@@ -337,14 +350,18 @@ class Supervisor:
         time_s: float | None,
         budget_s: float | None = None,
         graded: dict[str, Any] | None = None,
+        shared: bool = False,
     ) -> Outcome:
         """One stdin test. ``graded`` (a test whose output is compared, not shown): stdout is
         kept as the comparison reads it (``StrippedLines`` under limits of the submission
         alone; the judge applies the expected output's own outside), and with ``system_exit``
         a Python ``SystemExit`` ends the program as a normal exit does, as in LiveCodeBench's
-        runner. Without it, stdout is kept raw up to ``output_kb``."""
+        runner. Without it, stdout is kept raw up to ``output_kb``. ``shared``: run it in the
+        submission's stdin runner (``run_shared_stdin``) instead of a fresh process."""
         path = os.path.join(self.prog_dir, self.language.source)
         system_exit = bool(graded and graded.get("system_exit"))
+        if shared and self.language.warm and len(stdin) <= self.limits.file_kb << 10:
+            return self.run_shared_stdin(stdin, time_s, budget_s, graded, system_exit)
         if self.language.warm:
             target = lambda: (python_streams(self.isolated), python_main(path, system_exit))  # noqa: E731
         else:
@@ -357,6 +374,100 @@ class Supervisor:
         )
         limit = time_s or self.limits.time_s
         return self.run_process(target, "test", limit, self.wall_s(time_s), stdin, budget_s=budget_s, stdout=kept)
+
+    def _kept(self, graded: dict[str, Any] | None) -> Sink:
+        if graded is not None:
+            return StrippedLines(sandbox_cap(self.limits.output_kb, self.limits.result_mb), SANDBOX_RUN)
+        return Capped(self.limits.output_kb << 10)
+
+    def run_shared_stdin(
+        self,
+        stdin: bytes,
+        time_s: float | None,
+        budget_s: float | None,
+        graded: dict[str, Any] | None,
+        system_exit: bool,
+    ) -> Outcome:
+        """One stdin test in the submission's stdin runner (``python_stdin_runner``), held to
+        the same clocks and caps as a fresh process: its CPU is the sandbox's from the moment
+        the input is written to the runner's ``D`` (read by the supervisor, never reported by
+        the program), its output what reached stdout before that. A runner that dies, runs out
+        of a limit or breaks the channel takes this test with it and is replaced for the next
+        one. The runner lives only as long as this sandbox: no state crosses submissions."""
+        limit = time_s or self.limits.time_s
+        wall_s = self.wall_s(time_s)
+        if self.stdin_child is None:
+            path = os.path.join(self.prog_dir, self.language.source)
+            self.stdin_child = self.spawn(
+                lambda: (python_streams(self.isolated), python_stdin_runner(path, system_exit)),
+                step="runner",
+                channels=True,
+            )
+        child = self.stdin_child
+        outcome, stdout, stderr, done = Outcome(), self._kept(graded), tail(), DoneReader()
+        self.calls_cpu = None
+        cpu_before, oom_before = self._counters()
+        if self.cgroup is None:
+            cpu_before = self.cpu_s(child)
+        own_before = _process_cpu_s(child.pid)
+        child.start = time.monotonic()
+        hard_end = child.start + budget_s if budget_s is not None else float("inf")
+        answered = pump(
+            child,
+            outcome,
+            stdout,
+            stderr,
+            self._reap,
+            self.cpu_s,
+            lambda: min(child.start + wall_s, hard_end),
+            lambda: cpu_before + limit,
+            Feed(struct.pack("!I", len(stdin)) + stdin),
+            "to_child",
+            done,
+            patience=lambda: hard_patience(BUSY_PATIENCE * wall_s, child.start + wall_s, hard_end),
+        )
+        if answered and done.status is not None and self._drain(child, outcome, stdout, stderr):
+            outcome.wall_ms = (time.monotonic() - child.start) * 1000
+            outcome.cpu_ms = (self.cpu_s(child) - cpu_before) * 1000
+            outcome.exit_code = done.status
+            if outcome.cpu_ms >= limit * 1000:
+                outcome.status = "tle"
+                outcome.notes.append("cpu time limit")
+            elif self.cgroup is not None and self.cgroup.oom_kills() > oom_before:
+                outcome.status = "mle"
+            elif done.status != 0:
+                outcome.status = "re"
+            return outcome
+        if outcome.status == "tle" and time.monotonic() >= hard_end:
+            outcome.notes.append(TOTAL_LIMIT_NOTE)
+        if self._reap(child) and child.exited:
+            child.cpu_s = max(0.0, child.cpu_s - own_before)  # its earlier tests' CPU is theirs
+        self.classify(child, outcome, limit, cpu_before, oom_before)
+        if answered and outcome.status == "ok":  # something other than ``D`` + status arrived
+            outcome.status = "re"
+            outcome.error = "the program wrote to the stdin runner's channel"
+        self.close_child(child)
+        self.stdin_child = None
+        self.kill_everything(child)
+        self.reset_scratch()
+        return outcome
+
+    def _drain(self, child: Child, outcome: Outcome, stdout: Sink, stderr: Sink) -> bool:
+        """Read what the runner wrote to stdout and stderr before its ``D`` (all of it is in the
+        pipes by then: it flushed first); False when that overflows a cap (``ole``)."""
+        for key, sink in (("stdout", stdout), ("stderr", stderr)):
+            fd = child.fds[key]
+            while fd is not None and select.select([fd], [], [], 0)[0]:
+                chunk = os.read(fd, PIPE_BYTES)
+                if not chunk:
+                    break
+                if not sink.add(chunk) and key == "stdout":
+                    outcome.status = "ole"
+                    outcome.notes.append("stdout limit")
+                    outcome.stdout = stdout.value()
+                    return False
+        outcome.stdout, outcome.stderr = stdout.value(), stderr.value()
+        return True
 
     def run_calls(
         self, entry: str | None, calls: list[tuple[bytes, int, float | None]], budget_s: float | None = None
@@ -435,7 +546,18 @@ class Supervisor:
         return outcomes
 
     def finish(self) -> None:
-        if self.call_child is not None:
-            self.close_child(self.call_child)
-            self.kill_everything(self.call_child)
-            self.call_child = None
+        for child in (self.call_child, self.stdin_child):
+            if child is not None:
+                self.close_child(child)
+                self.kill_everything(child)
+        self.call_child = self.stdin_child = None
+
+
+def _process_cpu_s(pid: int) -> float:
+    """A live process's CPU so far (``/proc``, clock ticks); 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0

@@ -103,7 +103,11 @@ def serve_submission(
         try:
             if op == "stdin":
                 outcome = supervisor.run_stdin(
-                    blob, message.get("time_s"), message.get("budget_s"), message.get("graded")
+                    blob,
+                    message.get("time_s"),
+                    message.get("budget_s"),
+                    message.get("graded"),
+                    bool(message.get("shared")),
                 )
                 payload = outcome.stdout
             elif op == "calls":
