@@ -86,6 +86,8 @@ def check_code_options(payload: Mapping[str, Any]) -> None:
         except (ValueError, TypeError) as exc:
             named = [f.name for f in fields(Limits) if f"{f.name}=" in str(exc) or f"limit {f.name} " in str(exc)]
             raise BadOption(f"limits.{named[0]}" if len(named) == 1 else "limits", str(exc)) from None
+    if "stdin_process" in payload and payload["stdin_process"] not in ("test", "submission"):
+        raise BadOption("stdin_process", f"test or submission, got {payload['stdin_process']!r}")
     if "partial" in payload and not isinstance(payload["partial"], bool):
         raise BadOption("partial", f"true or false, got {payload['partial']!r}")
     for name in ("fn_name", "starter_code", "prelude", "postlude", "test_setup"):

@@ -61,6 +61,7 @@ CODE_OPTIONS = (
     "prelude",
     "postlude",
     "test_setup",
+    "stdin_process",
 )
 
 

@@ -92,6 +92,17 @@ def test_a_failed_test_replaces_the_runner_and_the_next_test_runs_clean(code):
     verdict = code.verify(program, doubles(4), stdin_process="submission", partial=True, limits={"time_s": 0.5})
     # test 0 passes, 1 dies (runtime error), 2 runs out of CPU, 3 passes in a new runner (runs == 1)
     assert (verdict.passed, verdict.first_failure, verdict.reason) == (2, 1, "runtime_error"), verdict.detail
+    verdict = code.verify(program, doubles(4)[2:], stdin_process="submission", partial=True, limits={"time_s": 0.5})
+    assert (verdict.passed, verdict.first_failure, verdict.reason) == (1, 0, "time_limit"), verdict.detail
+    flood = (
+        "import sys\nx = int(input())\nprint(x * 2)\nif x == 1:\n    print('y' * (3 << 20))\n"
+        "sys.n = getattr(sys, 'n', 0) + 1\nprint(sys.n)"
+    )
+    tests = [{"input": f"{i}\n", "output": f"{2 * i}\n{n}\n"} for i, n in ((0, 1), (1, 2), (2, 1))]
+    limits = {"output_kb": 1024, "result_mb": 1}  # the sandbox itself keeps at most 1 MiB
+    verdict = code.verify(flood, tests, stdin_process="submission", partial=True, limits=limits)
+    # test 1 overflows what the sandbox keeps (its runner is replaced): test 2 runs in a new one
+    assert (verdict.passed, verdict.first_failure, verdict.reason) == (2, 1, "output_limit"), verdict.detail
 
 
 def test_each_test_has_its_own_cpu_clock(code):
@@ -100,7 +111,7 @@ def test_each_test_has_its_own_cpu_clock(code):
     burn = "import time\nx = int(input())\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
     verdict = code.verify(burn + "print(x * 2)", doubles(4), stdin_process="submission", limits={"time_s": 0.6})
     assert verdict.correct, verdict.detail
-    crash = burn + "if x == 3:\n    raise SystemError\nprint(x * 2)"
+    crash = burn + "import os, sys\nif x == 3:\n    sys.stdout.flush()\n    os._exit(1)\nprint(x * 2)"
     verdict = code.verify(crash, doubles(4), stdin_process="submission", limits={"time_s": 0.6})
     assert (verdict.reason, verdict.first_failure) == ("runtime_error", 3), verdict.detail
 
@@ -118,6 +129,32 @@ def test_what_the_program_writes_to_the_runners_channel_only_fails_it(code):
     assert verdict.passed >= 1 and not verdict.correct
 
 
+def test_a_runner_left_writing_cannot_hold_the_supervisor(code):
+    """A thread that floods stderr and stdout after its test ended: the supervisor reads what
+    was there at the end of the test, never waits for the flood to stop, and the next test runs."""
+    program = (
+        "import os, sys, threading\nx = int(input())\nprint(x * 2)\nsys.stdout.flush()\n"
+        "def flood():\n    while True:\n        os.write(2, b'e' * 65536)\n"
+        "if x == 0:\n    threading.Thread(target=flood, daemon=True).start()\n"
+    )
+    verdict = code.verify(program, doubles(3), stdin_process="submission", limits={"time_s": 2, "total_s": 20})
+    assert verdict.reason in ("ok", "time_limit"), verdict.detail  # the flood's CPU is charged to later tests
+    assert verdict.reason != "sandbox_error"
+
+
+def test_closed_standard_streams_are_restored_for_the_next_test(code):
+    program = "x = int(input())\nwith open(1, 'w') as out:\n    out.write(f'{x * 2}\\n')\nimport os\nos.close(2)"
+    assert code.verify(program, doubles(), stdin_process="submission").correct
+
+
+def test_a_tests_garbage_is_freed_before_the_next(code):
+    """Test k's globals (held by a cycle through a function's ``__globals__``) are collected at
+    its end: four tests of 300 MiB each fit a 512 MiB sandbox."""
+    program = "x = int(input())\nblock = bytearray(300 << 20)\ndef f():\n    return block\nprint(x * 2)"
+    verdict = code.verify(program, doubles(4), stdin_process="submission", limits={"memory_mb": 512})
+    assert verdict.correct, verdict.detail
+
+
 def test_output_limits_and_a_large_input_behave_as_in_a_fresh_process(code):
     flood = "x = int(input())\nprint(x * 2)\nif x == 1:\n    print('y' * (3 << 20))"
     verdict = code.verify(flood, doubles(3), stdin_process="submission", compare="python", limits={"output_kb": 1024})
@@ -126,6 +163,12 @@ def test_output_limits_and_a_large_input_behave_as_in_a_fresh_process(code):
     tests = [{"input": big + "\n", "output": f"{len(big)}\n"}] * 2
     # an input larger than file_kb cannot be a file in the sandbox: that test gets its own process
     verdict = code.verify("print(len(input()))", tests, stdin_process="submission", limits={"file_kb": 16})
+    assert verdict.correct, verdict.detail
+    # a small input, a large one (its own process: the runner, and a thread it left, are ended
+    # first), then a small one again in a new runner
+    leaves = "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+    mixed = [{"input": "ab\n", "output": "2\n"}, tests[0], {"input": "abc\n", "output": "3\n"}]
+    verdict = code.verify(leaves + "print(len(input()))", mixed, stdin_process="submission", limits={"file_kb": 16})
     assert verdict.correct, verdict.detail
 
 
@@ -136,6 +179,16 @@ def test_compiled_languages_keep_a_process_per_test(code):
         pytest.skip("gcc is not installed")
     program = '#include <stdio.h>\nint main(){int x; scanf("%d",&x); printf("%d\\n", 2*x); return 0;}'
     assert code.verify(program, doubles(), language="c", stdin_process="submission").correct
+
+
+def test_the_server_and_ray_items_take_the_option():
+    from rlvr.sandbox.item_options import BadOption, check_code_options
+    from rlvr.sandbox.service import CODE_OPTIONS
+
+    assert "stdin_process" in CODE_OPTIONS
+    check_code_options({"stdin_process": "submission"})
+    with pytest.raises(BadOption, match="test or submission"):
+        check_code_options({"stdin_process": "thread"})
 
 
 def test_a_bad_setting_is_a_one_line_error(code, tmp_path, capsys):

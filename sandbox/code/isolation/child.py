@@ -11,13 +11,14 @@ the one-byte "ready" on a descriptor that is closed before the program's first i
 child that dies before it is a sandbox fault, one that dies after it is the program's.
 
 Call channel, child to supervisor: ``L`` once (the program's module code has run; that counts
-as the program's time, like a test), then per call ``S`` (arguments decoded, the call starts), ``R`` (the call
-returned or raised), then ``V`` and the encoded value in chunks (4-byte length + bytes each, a
-zero length ends it), ``E`` + length + exception text, or ``X`` + length + why the value could
-not be encoded. The markers only frame the protocol: the call's clock runs from the moment the
-child may take the request to its complete answer, decoding the arguments and encoding the
-result included, since the program's code can run during both (a class its arguments are
-rebuilt into, a profile hook, a replaced function of this module).
+as the program's time, like a test), then per call ``S`` (arguments decoded, the call starts),
+``R`` (the call returned or raised; both written with the answer's first bytes), then ``V`` and
+the encoded value in chunks (4-byte length + bytes each, a zero length ends it), ``E`` + length
++ exception text, or ``X`` + length + why the value could not be encoded. The markers only frame
+the protocol: the call's clock runs from the moment the child may take the request to its
+complete answer, decoding the arguments and encoding the result included, since the program's
+code can run during both (a class its arguments are rebuilt into, a profile hook, a replaced
+function of this module).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ CALL_ARGS_FD, CALL_RESULT_FD = 3, 4
 #: The per-submission stdin runner's channels: inputs in, ``D`` + exit status out.
 STDIN_RUNNER_FD, STDIN_DONE_FD = 3, 4
 _U32 = struct.Struct("!I")
+_U64 = struct.Struct("!Q")
 #: Request flags (supervisor to call child). ``SHARED``: the entry is a method of one
 #: ``Solution`` instance made on first use and kept for every later call (LiveCodeBench's
 #: runner makes one per problem); without it each call gets a fresh instance.
@@ -168,16 +170,16 @@ def python_main(path: str, system_exit_ends: bool = False) -> None:
     end, whatever its code, as LiveCodeBench's runner catches it; what was printed is the
     answer. Only that exception: any other one, and ``os._exit`` with a non-zero status, is
     still a runtime error."""
-    _flush_and_exit(_run_main(path, system_exit_ends))
+    _flush_and_exit(_run_main(lambda: _run_python_script(path, "__main__"), system_exit_ends))
 
 
-def _run_main(path: str, system_exit_ends: bool) -> int:
-    """Run the program once as ``__main__``; the exit code a process ending there would have."""
+def _run_main(run: Any, system_exit_ends: bool) -> int:
+    """Run the program once (``run()``); the exit code a process ending there would have."""
     import traceback
 
     code = 0
     try:
-        _run_python_script(path, "__main__")
+        run()
     except SystemExit as exc:
         if not system_exit_ends:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -196,31 +198,48 @@ def exit_status(code: int) -> int:
 def python_stdin_runner(path: str, system_exit_ends: bool = False) -> None:
     """The per-submission stdin runner (``stdin_process="submission"``): run the program once
     per test in this one process, as LiveCodeBench's runner and EvalPlus do, instead of a fresh
-    process per test. Each test's input (fd 3: 4-byte length + bytes) becomes fd 0 (a memory
-    file, so ``open(0)`` and ``os.read(0, ...)`` see it and its end), the standard streams are
-    rebuilt and the module runs in a fresh namespace; then ``D`` + the exit status it would
-    have had goes to fd 4. What the program changes outside its namespace (modules, builtins,
-    ``/tmp``, threads) stays for the submission's later tests: the weaker guarantee."""
+    process per test. Each test's input (fd 3: 8-byte length + bytes) becomes fd 0 (a memory
+    file, so ``open(0)`` and ``os.read(0, ...)`` see it and its end), fds 1 and 2 and the
+    standard streams are restored, the module runs in a fresh namespace, which is then cleared
+    and collected (its memory is not carried into the next test); then ``D`` + the exit status
+    it would have had goes to fd 4. What the program changes outside its namespace (modules,
+    builtins, ``/tmp``, threads) stays for the submission's later tests: the weaker guarantee."""
+    import gc
+
+    saved = {fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (1, 2, STDIN_RUNNER_FD, STDIN_DONE_FD)}
+    code = _COMPILED.get(path)
+    if code is None:
+        compile_program(path)
+        code = _COMPILED[path]
     while True:
         try:
-            (size,) = _U32.unpack(_read_exact(STDIN_RUNNER_FD, 4))
-            data = _read_exact(STDIN_RUNNER_FD, size) if size else b""
-        except (EOFError, OSError):
-            _flush_and_exit(0)
+            (size,) = _U64.unpack(_read_exact(saved[STDIN_RUNNER_FD], 8))
+            data = _read_exact(saved[STDIN_RUNNER_FD], size) if size else b""
+        except EOFError:
+            _flush_and_exit(0)  # the supervisor closed the channel: the submission is over
+        except OSError:
+            _flush_and_exit(125)
+        for fd in (1, 2):  # the program may have closed them (``with open(1, "w")``)
+            os.dup2(saved[fd], fd)
         memory = os.memfd_create("stdin", 0)
         _send(memory, data)
+        del data
         os.lseek(memory, 0, os.SEEK_SET)
         if memory != 0:  # 0 itself when the program closed fd 0 (``open(0)`` does)
             os.dup2(memory, 0)
             os.close(memory)
         python_streams(isolated=False)
-        status = exit_status(_run_main(path, system_exit_ends))
+        namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
+        status = exit_status(_run_main(lambda: run_code(code, namespace), system_exit_ends))
+        namespace.clear()
+        gc.collect()
+        gc.freeze()  # what survives (imported modules) is not scanned again by the next test's collection
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except BaseException:
                 pass
-        _send(STDIN_DONE_FD, b"D" + bytes([status]))
+        _send(saved[STDIN_DONE_FD], b"D" + bytes([status]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,23 +334,22 @@ def python_calls(path: str, entry: str | None, max_result_bytes: int) -> None:
             continue
         # The program's code may run anywhere in here (a class the arguments are rebuilt into,
         # its constructor, a replaced sys.stdout's flush, a hook): all of it on the call's clock.
-        _send(out, b"S")
+        # ``S`` and ``R`` go out with the answer's first bytes: one write per call.
         try:
             value = _resolve(namespace, entry, name, handle, handles, flags)(*args, **kwargs)
         except BaseException as exc:
-            _send(out, b"R" + _message(b"E", exc))
+            _send(out, b"SR" + _message(b"E", exc))
             continue
         try:
             sys.stdout.flush()
         except BaseException:
             pass
-        _send(out, b"R")
         started = [False]
 
         def chunk(data: bytes) -> None:
             if not data:
                 return  # a zero length ends the value
-            head = (b"" if started[0] else b"V") + _U32.pack(len(data))
+            head = (b"" if started[0] else b"SRV") + _U32.pack(len(data))
             started[0] = True
             write_all(out, [head, data])
 
@@ -341,13 +359,13 @@ def python_calls(path: str, entry: str | None, max_result_bytes: int) -> None:
         except (Unencodable, RecursionError, MemoryError, OverflowError, ValueError, TypeError) as exc:
             if started[0]:
                 _flush_and_exit(1)  # half a value is on the channel: end this child
-            _send(out, _message(b"X", exc))
+            _send(out, b"SR" + _message(b"X", exc))
             continue
         tail = _U32.pack(0)
-        if rest:
-            write_all(out, [(b"" if started[0] else b"V") + _U32.pack(len(rest)), rest, tail])
+        if started[0]:
+            write_all(out, [_U32.pack(len(rest)), rest, tail] if rest else [tail])
         else:
-            _send(out, (b"" if started[0] else b"V") + tail)
+            _send(out, b"SRV" + _U32.pack(len(rest)) + rest + tail if rest else b"SRV" + tail)
 
 
 def _message(kind: bytes, exc: BaseException) -> bytes:

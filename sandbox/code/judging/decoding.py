@@ -72,8 +72,10 @@ def safe_set(values: Any, frozen: bool = False) -> set | frozenset:
     values share one hash, which would make building the set quadratic. ``TypeError`` for
     unhashable values, as ``set()`` raises."""
     values = list(values)
+    if len(values) <= MAX_HASH_BUCKET:  # no bucket can hold more than there are values
+        return frozenset(values) if frozen else set(values)
     hashes = list(map(hash, values))
-    if not values or max(Counter(hashes).values()) <= MAX_HASH_BUCKET:
+    if max(Counter(hashes).values()) <= MAX_HASH_BUCKET:
         return frozenset(values) if frozen else set(values)
     buckets: dict[int, list[Any]] = {}
     for value, key in zip(values, hashes):
@@ -211,6 +213,8 @@ class Decoder:
             if depth >= MAX_DEPTH:
                 raise MalformedValue(f"nested deeper than {MAX_DEPTH} levels")
             count, pos = self._count(data, pos, 2)
+            if not count:  # the keyword arguments of almost every call
+                return {}, pos
             pairs = []
             for _ in range(count):
                 key, pos = self._get(data, pos, depth + 1)

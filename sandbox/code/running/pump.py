@@ -32,6 +32,8 @@ class Child:
     status: int = 0
     cpu_s: float = 0.0
     max_rss_kb: int = 0
+    #: CPU its earlier work used (a stdin runner's earlier tests): left out of ``cpu_s``.
+    cpu_base: float = 0.0
 
 
 def pump(

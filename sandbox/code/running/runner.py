@@ -20,6 +20,7 @@ import select
 import shutil
 import signal
 import struct
+import termios
 import time
 from typing import Any, Callable
 
@@ -97,6 +98,8 @@ class Supervisor:
     def spawn(
         self, target: Callable[[], None], step: str = "test", time_s: float | None = None, channels: bool = False
     ) -> Child:
+        if step != "runner" and self.stdin_child is not None:
+            self.stop_runner()  # nothing it left running may share the sandbox with another process
         self._fresh_scratch()
         pipes = {name: os.pipe() for name in ("stdin", "stdout", "stderr")}
         extra = [os.pipe(), os.pipe()] if channels else []
@@ -217,7 +220,7 @@ class Supervisor:
         if pid == 0:
             return False
         child.exited, child.status = True, status
-        child.cpu_s = usage.ru_utime + usage.ru_stime
+        child.cpu_s = max(0.0, usage.ru_utime + usage.ru_stime - child.cpu_base)
         child.max_rss_kb = usage.ru_maxrss
         return True
 
@@ -360,7 +363,7 @@ class Supervisor:
         submission's stdin runner (``run_shared_stdin``) instead of a fresh process."""
         path = os.path.join(self.prog_dir, self.language.source)
         system_exit = bool(graded and graded.get("system_exit"))
-        if shared and self.language.warm and len(stdin) <= self.limits.file_kb << 10:
+        if shared and self.isolated and self.language.warm and len(stdin) <= self.limits.file_kb << 10:
             return self.run_shared_stdin(stdin, time_s, budget_s, graded, system_exit)
         if self.language.warm:
             target = lambda: (python_streams(self.isolated), python_main(path, system_exit))  # noqa: E731
@@ -409,7 +412,7 @@ class Supervisor:
         cpu_before, oom_before = self._counters()
         if self.cgroup is None:
             cpu_before = self.cpu_s(child)
-        own_before = _process_cpu_s(child.pid)
+        child.cpu_base = _process_cpu_s(child.pid)  # its earlier tests' CPU is theirs
         child.start = time.monotonic()
         hard_end = child.start + budget_s if budget_s is not None else float("inf")
         answered = pump(
@@ -421,7 +424,7 @@ class Supervisor:
             self.cpu_s,
             lambda: min(child.start + wall_s, hard_end),
             lambda: cpu_before + limit,
-            Feed(struct.pack("!I", len(stdin)) + stdin),
+            Feed(struct.pack("!Q", len(stdin)) + stdin),
             "to_child",
             done,
             patience=lambda: hard_patience(BUSY_PATIENCE * wall_s, child.start + wall_s, hard_end),
@@ -440,8 +443,6 @@ class Supervisor:
             return outcome
         if outcome.status == "tle" and time.monotonic() >= hard_end:
             outcome.notes.append(TOTAL_LIMIT_NOTE)
-        if self._reap(child) and child.exited:
-            child.cpu_s = max(0.0, child.cpu_s - own_before)  # its earlier tests' CPU is theirs
         self.classify(child, outcome, limit, cpu_before, oom_before)
         if answered and outcome.status == "ok":  # something other than ``D`` + status arrived
             outcome.status = "re"
@@ -453,14 +454,17 @@ class Supervisor:
         return outcome
 
     def _drain(self, child: Child, outcome: Outcome, stdout: Sink, stderr: Sink) -> bool:
-        """Read what the runner wrote to stdout and stderr before its ``D`` (all of it is in the
-        pipes by then: it flushed first); False when that overflows a cap (``ole``)."""
+        """Read what the runner wrote to stdout and stderr before its ``D``: all of it is in the
+        pipes by then (it flushed first), so exactly the bytes there now, never more (a thread
+        still writing cannot keep the supervisor here). False when that overflows a cap."""
         for key, sink in (("stdout", stdout), ("stderr", stderr)):
             fd = child.fds[key]
-            while fd is not None and select.select([fd], [], [], 0)[0]:
-                chunk = os.read(fd, PIPE_BYTES)
+            waiting = _pipe_bytes(fd) if fd is not None else 0
+            while waiting > 0:
+                chunk = os.read(fd, min(waiting, PIPE_BYTES))
                 if not chunk:
                     break
+                waiting -= len(chunk)
                 if not sink.add(chunk) and key == "stdout":
                     outcome.status = "ole"
                     outcome.notes.append("stdout limit")
@@ -545,19 +549,37 @@ class Supervisor:
         outcomes += [Outcome(status="skipped") for _ in range(len(calls) - len(outcomes))]
         return outcomes
 
+    def stop_runner(self) -> None:
+        """End the stdin runner and everything it started; the next process gets a fresh ``/tmp``."""
+        runner, self.stdin_child = self.stdin_child, None
+        if runner is not None:
+            self.close_child(runner)
+            self.kill_everything(runner)
+            self.reset_scratch()
+
     def finish(self) -> None:
-        for child in (self.call_child, self.stdin_child):
-            if child is not None:
-                self.close_child(child)
-                self.kill_everything(child)
+        children = [child for child in (self.call_child, self.stdin_child) if child is not None]
+        for child in children:
+            self.close_child(child)
+        for child in children:
+            self.kill_everything(child)
         self.call_child = self.stdin_child = None
 
 
 def _process_cpu_s(pid: int) -> float:
-    """A live process's CPU so far (``/proc``, clock ticks); 0 when it cannot be read."""
+    """A live process's CPU so far, its reaped children's included, as ``wait4`` will count it
+    (``/proc``, clock ticks); 0 when it cannot be read."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+def _pipe_bytes(fd: int) -> int:
+    """How many bytes a pipe holds now (``FIONREAD``)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
