@@ -98,7 +98,8 @@ def test_the_judge_side_rules_equal_the_expected_outputs_own_sink(bulk, wanted, 
     assert stream(sandbox, got, seed)
     kept, over = judged_stdout(sandbox.value(), want, output_kb, 64)
     assert over == (not old_fits)
-    assert kept == old.value()
+    if not over:  # over the room the verdict is output_limit, whatever part of it either kept
+        assert kept == old.value()
 
 
 def test_an_expected_run_longer_than_the_sandbox_keeps_still_matches():

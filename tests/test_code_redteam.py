@@ -241,9 +241,9 @@ def test_a_forged_correct_looking_answer_still_has_to_be_correct(grader):
     from rlvr.sandbox.code.running.values import encode
 
     blob = encode(42)
-    # inside the call the child has already said S: the forgery says "returned" and a value
+    # the child writes S and R with the answer, after the call: the forgery is a whole answer
     program = (
-        f"import os, time\ndef f(x):\n    os.write(4, b'RV' + ({len(blob)}).to_bytes(4, 'big') + {blob!r} + "
+        f"import os, time\ndef f(x):\n    os.write(4, b'SRV' + ({len(blob)}).to_bytes(4, 'big') + {blob!r} + "
         "bytes(4))\n    time.sleep(30)"
     )
     assert verdict(grader, program, [{"args": [1], "expected": 42}], fn_name="f").correct  # it knew the answer

@@ -27,8 +27,9 @@ def grader():
 
 
 def forged_answer(payload: bytes) -> str:
-    """A function that writes its own answer frame on the result channel (fd 4), then stalls."""
-    frame = b"RV" + U32.pack(len(payload)) + payload + U32.pack(0)
+    """A function that writes its own answer frame on the result channel (fd 4), then stalls
+    (the child writes ``S`` and ``R`` with its answer, so a forged answer carries them too)."""
+    frame = b"SRV" + U32.pack(len(payload)) + payload + U32.pack(0)
     return f"import os, time\ndef f(*a):\n    os.write(4, {frame!r})\n    time.sleep(30)\n"
 
 
@@ -76,7 +77,7 @@ def varuint(n):
 def f(*a):
     fields = b",".join([b"i4"] * 200_000)
     payload = bytes([1, %d, %d]) + varuint(len(fields)) + fields + bytes([%d, 0])
-    os.write(4, b"RV" + struct.pack("!I", len(payload)) + payload + struct.pack("!I", 0))
+    os.write(4, b"SRV" + struct.pack("!I", len(payload)) + payload + struct.pack("!I", 0))
     time.sleep(30)
 """ % (values.NP_SCALAR, values.STR, values.BYTES)
     start = time.monotonic()

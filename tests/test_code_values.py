@@ -309,3 +309,34 @@ def test_a_call_answer_reaches_the_judge_as_its_full_header(
     assert call_outcome(sent) == {**outcome.header(), "size": size}
     plain = status == "ok" and not (error or stderr or notes or rss) and exit_code is None and signal is None
     assert isinstance(sent, list) == plain
+
+
+def _answer_frames():
+    u32 = lambda n: n.to_bytes(4, "big")  # noqa: E731
+    value = st.binary(min_size=1, max_size=80).map(lambda p: b"SRV" + u32(len(p)) + p + u32(0))
+    chunked = st.binary(min_size=2, max_size=40).map(
+        lambda p: b"SRV" + u32(len(p) // 2) + p[: len(p) // 2] + u32(len(p) - len(p) // 2) + p[len(p) // 2 :] + u32(0)
+    )
+    raised = st.text(max_size=20).map(lambda t: b"SRE" + u32(len(t.encode())) + t.encode())
+    empty = st.just(b"SRV" + u32(0))
+    return st.lists(st.one_of(value, chunked, raised, empty), min_size=1, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_answer_frames(), st.binary(max_size=12))
+def test_answers_read_whole_or_byte_by_byte_are_the_same(answers, tail):
+    """PID 1 reads an answer that is there whole in its common form at once, anything else
+    through a ``CallReader`` byte by byte: the same bytes give the same outcomes either way,
+    including what breaks the protocol or the cap (64 bytes here)."""
+    from rlvr.sandbox.code.running.channels import BatchReader
+
+    data = b"".join(answers) + tail
+
+    def read(chunks):
+        batch = BatchReader(lambda: 0.0, 64, [(1.0, 2.0)] * (len(answers) + 1))
+        for chunk in chunks:
+            if batch.feed(chunk, time.monotonic(), batch.sandbox_cpu):
+                break
+        return [(o.status, o.result, o.error) for o in batch.outcomes], batch.failed
+
+    assert read([data]) == read([data[i : i + 1] for i in range(len(data))])

@@ -206,7 +206,7 @@ class Submission:
         while end < len(self.tests) and end - start < self.batch and self.tests[end]["kind"] == "call":
             end += 1
         self.batch = min(2 * self.batch, MAX_BATCH)
-        args = [base64.b64decode(test["args"]) for test in self.tests[start:end]]
+        args = [call_view(test)["args"] for test in self.tests[start:end]]
         # LiveCodeBench's rule calls every test on one ``Solution`` instance, as its runner does
         lcb = [(self.comparison.rule or test.get("rule")) == "livecodebench" for test in self.tests[start:end]]
         calls = [
@@ -262,9 +262,11 @@ class Submission:
                 # only a reference run records outputs; a graded call needs an expectation
                 verdicts.append((True, "ok", "", raw) if collect else (False, "bad_input", "no expected value", raw))
             else:
-                expected = base64.b64decode(test["expected"]) if test.get("expected") is not None else None
+                view = call_view(test)
+                if view["expected"] is None:
+                    view = dict(view)  # the check loads the stored value into it: not kept
                 try:
-                    ok, why = self.results.check({**test, "args": arg, "expected": expected}, blob)
+                    ok, why = self.results.check(view, blob)
                 except (OSError, ValueError) as exc:
                     raise SandboxDown(f"the expected value is not available: {exc}") from exc
                 verdicts.append((ok, "ok" if ok else "wrong_answer", why, raw))
@@ -362,6 +364,20 @@ class Submission:
         if done.get("assertion"):
             return False, "wrong_answer", "assertion failed" + (f": {error[16:]}" if len(error) > 16 else ""), raw
         return False, "runtime_error" if raised else "wrong_answer", error, raw
+
+
+def call_view(test: dict[str, Any]) -> dict[str, Any]:
+    """A call test with its arguments and expected value as bytes, decoded from base64 once:
+    a benchmark's tests stay in the judge (``known_tests``) and serve many submissions."""
+    view = test.get("_bytes")
+    if view is None:
+        expected = test.get("expected")
+        view = test["_bytes"] = {
+            **test,
+            "args": base64.b64decode(test["args"]),
+            "expected": base64.b64decode(expected) if expected is not None else None,
+        }
+    return view
 
 
 def _split_frame(frame: bytes) -> tuple[dict[str, Any], bytes]:

@@ -194,7 +194,8 @@ def judged_stdout(kept: bytes, expected: str, output_kb: int, result_mb: int) ->
     """The judge's side of a graded stdin test: stdout kept by the sandbox (``StrippedLines``
     at ``SANDBOX_RUN``) in the form the expected output needs, and whether it is over its room.
     Identical to keeping it with the expected output's own run and room in the first place
-    (whitespace runs shorten the same either way); an expected output with a run longer than
+    (whitespace runs shorten the same either way) within the room; over it, the verdict is
+    ``output_limit`` whichever prefix is kept. An expected output with a run longer than
     ``SANDBOX_RUN`` compares in the sandbox's form instead (``judged_expected``)."""
     run = longest_run(expected.strip())
     if run < SANDBOX_RUN:
