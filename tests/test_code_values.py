@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rlvr.sandbox.code.judging.decoding import Decoder, decode, plain_encoded, safe_set, shallow_is_floats
+from rlvr.sandbox.code.judging.decoding import Decoder, decode, safe_set
+from rlvr.sandbox.code.judging.encoded_facts import plain_encoded, shallow_is_floats
 from rlvr.sandbox.code.running.values import SET, Encoder, MalformedValue, Opaque, Unencodable, _varuint, encode
 
 scalars = st.one_of(

@@ -14,16 +14,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rlvr.sandbox.code.judging.compare import Comparison
+from rlvr.sandbox.code.judging.launch import PACKAGE_ROOT, judge_env
 from rlvr.sandbox.code.rules.extract import check_python_syntax, defines, extract_program, with_prelude
 from rlvr.sandbox.code.rules.languages import get_language
-from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.rules.limits import Limits, stdin_process_of
 from rlvr.sandbox.code.rules.testcases import BadTests, PreparedTests, check_expectations, normalize_tests
 from rlvr.sandbox.pool import WorkerCrashed, WorkerPool, WorkerTimeout
 from rlvr.sandbox.process_wide import ProcessWide
 from rlvr.sandbox.verdict import Verdict
 from rlvr.sandbox.version import CODE_VERIFIER
-
-import rlvr
 
 MAX_PROGRAM_CHARS = 512_000
 #: A reference run's batch: this many calls or this many argument bytes per request.
@@ -31,11 +30,7 @@ COLLECT_CALLS = 2000
 COLLECT_BYTES = 8 << 20
 #: A reference run's judge hands back the calls it has not started after this many seconds.
 COLLECT_SLICE_S = 2.0
-#: The directory that holds the ``rlvr`` package: the judge's working directory and import root.
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(rlvr.__file__)))
 MAX_EXTRACTED_CHARS = 2000
-#: The judge starts with only these variables: nothing a program could find in memory is secret.
-JUDGE_ENV_KEYS = ("PATH", "LANG", "HOME", "RLVR_CACHE_DIR", "RLVR_SANDBOX_ISOLATION", "RLVR_SANDBOX_CGROUPS")
 #: Per-item options a grading request may carry (the service and the adapters pass these on).
 OPTIONS = (
     "fn_name",
@@ -81,28 +76,6 @@ def _verdict(
         total=total,
         first_failure=first_failure,
     )
-
-
-def judge_env() -> dict[str, str]:
-    """The judge's whole environment: a path, a locale, our own package root on the import path
-    (nothing of the caller's ``PYTHONPATH`` or working directory: a module planted there would
-    run in the judge and in every sandbox forked from it)."""
-    env = {k: os.environ[k] for k in JUDGE_ENV_KEYS if k in os.environ}
-    env.setdefault("PATH", "/usr/bin:/bin")
-    env["PYTHONPATH"] = PACKAGE_ROOT
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONSAFEPATH"] = "1"
-    return env
-
-
-#: How stdin tests get their process: ``test`` (fresh per test) or ``submission`` (one runner).
-STDIN_PROCESSES = ("test", "submission")
-
-
-def stdin_process_of(value: str) -> str:
-    if value not in STDIN_PROCESSES:
-        raise ValueError(f"stdin_process must be one of {', '.join(STDIN_PROCESSES)}, got {value!r}")
-    return value
 
 
 class CodeGrader:

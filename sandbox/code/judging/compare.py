@@ -37,7 +37,8 @@ from decimal import Decimal, DecimalException, InvalidOperation
 from typing import Any
 
 from rlvr.sandbox.code.judging import blobs
-from rlvr.sandbox.code.judging.decoding import MAX_ITEMS, Decoder, decode, plain_encoded, safe_set, shallow_is_floats
+from rlvr.sandbox.code.judging.decoding import MAX_ITEMS, Decoder, decode, safe_set
+from rlvr.sandbox.code.judging.encoded_facts import plain_encoded, shallow_is_floats
 from rlvr.sandbox.code.running.values import MalformedValue, Opaque
 
 RULES = ("python", "livecodebench", "evalplus", "close")

@@ -144,3 +144,13 @@ def _hard_limit(name: str) -> int | None:
     except (ImportError, AttributeError, OSError, ValueError):
         return None
     return None if hard == -1 else hard
+
+
+#: How stdin tests get their process: ``test`` (fresh per test) or ``submission`` (one runner).
+STDIN_PROCESSES = ("test", "submission")
+
+
+def stdin_process_of(value: str) -> str:
+    if value not in STDIN_PROCESSES:
+        raise ValueError(f"stdin_process must be one of {', '.join(STDIN_PROCESSES)}, got {value!r}")
+    return value

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.sandbox.code.judging import blobs
-from rlvr.sandbox.code.judging.decoding import plain_encoded
+from rlvr.sandbox.code.judging.encoded_facts import plain_encoded
 from rlvr.sandbox.code.running.values import Unencodable, encode
 
 #: Largest decimal integer ``int()`` converts without the interpreter's digit cap being lifted.

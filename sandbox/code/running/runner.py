@@ -19,16 +19,12 @@ import resource
 import select
 import shutil
 import signal
-import struct
-import termios
 import time
 from typing import Any, Callable
 
 from rlvr.sandbox.code.isolation.child import (
     enter_child,
-    python_calls,
     python_main,
-    python_stdin_runner,
     python_streams,
 )
 from rlvr.sandbox.code.isolation.ipc import remove_ipc_objects
@@ -37,10 +33,7 @@ from rlvr.sandbox.code.rules.languages import Language
 from rlvr.sandbox.code.rules.limits import Limits
 from rlvr.sandbox.code.running.channels import (
     BUSY_PATIENCE,
-    COALESCE_S,
     TOTAL_LIMIT_NOTE,
-    BatchReader,
-    DoneReader,
     Feed,
     Outcome,
     hard_patience,
@@ -209,7 +202,7 @@ class Supervisor:
         except (OSError, IndexError, ValueError):
             return 0.0
 
-    def _reap(self, child: Child) -> bool:
+    def reap(self, child: Child) -> bool:
         if child.exited:
             return True
         try:
@@ -229,7 +222,7 @@ class Supervisor:
         ``pump``). Never from what the program printed or which exit code it chose."""
         outcome.wall_ms = (time.monotonic() - child.start) * 1000
         if not child.exited:
-            self._reap(child)
+            self.reap(child)
         outcome.cpu_ms = max(self.cpu_s(child) - cpu_before, child.cpu_s) * 1000
         outcome.max_rss_kb = child.max_rss_kb
         if child.exited:
@@ -258,7 +251,7 @@ class Supervisor:
         else:
             outcome.status = "ok"
 
-    def _counters(self) -> tuple[float, int]:
+    def counters(self) -> tuple[float, int]:
         if self.cgroup is None:
             return 0.0, 0
         own = resource.getrusage(resource.RUSAGE_SELF)
@@ -296,7 +289,7 @@ class Supervisor:
         is kept of its output (by default the end of it only)."""
         outcome = Outcome()
         self.calls_cpu = None  # this process's CPU is its own, not the next call's
-        cpu_before, oom_before = self._counters()
+        cpu_before, oom_before = self.counters()
         child = self.spawn(target, step=step, time_s=time_s)
         if self.cgroup is None:
             cpu_before = 0.0
@@ -306,7 +299,7 @@ class Supervisor:
             outcome,
             stdout or tail(),
             tail(),
-            self._reap,
+            self.reap,
             self.cpu_s,
             lambda: min(child.start + wall_s, hard_end),
             lambda: cpu_before + time_s,
@@ -353,201 +346,28 @@ class Supervisor:
         time_s: float | None,
         budget_s: float | None = None,
         graded: dict[str, Any] | None = None,
-        shared: bool = False,
     ) -> Outcome:
-        """One stdin test. ``graded`` (a test whose output is compared, not shown): stdout is
-        kept as the comparison reads it (``StrippedLines`` under limits of the submission
-        alone; the judge applies the expected output's own outside), and with ``system_exit``
-        a Python ``SystemExit`` ends the program as a normal exit does, as in LiveCodeBench's
-        runner. Without it, stdout is kept raw up to ``output_kb``. ``shared``: run it in the
-        submission's stdin runner (``run_shared_stdin``) instead of a fresh process."""
+        """One stdin test in a fresh process. ``graded`` (a test whose output is compared, not
+        shown): stdout is kept as the comparison reads it (``StrippedLines`` under limits of the
+        submission alone; the judge applies the expected output's own outside), and with
+        ``system_exit`` a Python ``SystemExit`` ends the program as a normal exit does, as in
+        LiveCodeBench's runner. Without it, stdout is kept raw up to ``output_kb``."""
         path = os.path.join(self.prog_dir, self.language.source)
         system_exit = bool(graded and graded.get("system_exit"))
-        if shared and self.isolated and self.language.warm and len(stdin) <= self.limits.file_kb << 10:
-            return self.run_shared_stdin(stdin, time_s, budget_s, graded, system_exit)
         if self.language.warm:
             target = lambda: (python_streams(self.isolated), python_main(path, system_exit))  # noqa: E731
         else:
             argv = [a.format(bin=os.path.join(self.prog_dir, "main")) for a in self.language.run]
             target = lambda: os.execv(argv[0], argv)  # noqa: E731
-        kept: Sink = (
-            StrippedLines(sandbox_cap(self.limits.output_kb, self.limits.result_mb), SANDBOX_RUN)
-            if graded is not None
-            else Capped(self.limits.output_kb << 10)
-        )
         limit = time_s or self.limits.time_s
-        return self.run_process(target, "test", limit, self.wall_s(time_s), stdin, budget_s=budget_s, stdout=kept)
+        return self.run_process(
+            target, "test", limit, self.wall_s(time_s), stdin, budget_s=budget_s, stdout=self.kept_stdout(graded)
+        )
 
-    def _kept(self, graded: dict[str, Any] | None) -> Sink:
+    def kept_stdout(self, graded: dict[str, Any] | None) -> Sink:
         if graded is not None:
             return StrippedLines(sandbox_cap(self.limits.output_kb, self.limits.result_mb), SANDBOX_RUN)
         return Capped(self.limits.output_kb << 10)
-
-    def run_shared_stdin(
-        self,
-        stdin: bytes,
-        time_s: float | None,
-        budget_s: float | None,
-        graded: dict[str, Any] | None,
-        system_exit: bool,
-    ) -> Outcome:
-        """One stdin test in the submission's stdin runner (``python_stdin_runner``), held to
-        the same clocks and caps as a fresh process: its CPU is the sandbox's from the moment
-        the input is written to the runner's ``D`` (read by the supervisor, never reported by
-        the program), its output what reached stdout before that. A runner that dies, runs out
-        of a limit or breaks the channel takes this test with it and is replaced for the next
-        one. The runner lives only as long as this sandbox: no state crosses submissions."""
-        limit = time_s or self.limits.time_s
-        wall_s = self.wall_s(time_s)
-        if self.stdin_child is None:
-            path = os.path.join(self.prog_dir, self.language.source)
-            self.stdin_child = self.spawn(
-                lambda: (python_streams(self.isolated), python_stdin_runner(path, system_exit)),
-                step="runner",
-                channels=True,
-            )
-        child = self.stdin_child
-        outcome, stdout, stderr, done = Outcome(), self._kept(graded), tail(), DoneReader()
-        self.calls_cpu = None
-        cpu_before, oom_before = self._counters()
-        if self.cgroup is None:
-            cpu_before = self.cpu_s(child)
-        child.cpu_base = _process_cpu_s(child.pid)  # its earlier tests' CPU is theirs
-        child.start = time.monotonic()
-        hard_end = child.start + budget_s if budget_s is not None else float("inf")
-        answered = pump(
-            child,
-            outcome,
-            stdout,
-            stderr,
-            self._reap,
-            self.cpu_s,
-            lambda: min(child.start + wall_s, hard_end),
-            lambda: cpu_before + limit,
-            Feed(struct.pack("!Q", len(stdin)) + stdin),
-            "to_child",
-            done,
-            patience=lambda: hard_patience(BUSY_PATIENCE * wall_s, child.start + wall_s, hard_end),
-        )
-        if answered and done.status is not None and self._drain(child, outcome, stdout, stderr):
-            outcome.wall_ms = (time.monotonic() - child.start) * 1000
-            outcome.cpu_ms = (self.cpu_s(child) - cpu_before) * 1000
-            outcome.exit_code = done.status
-            if outcome.cpu_ms >= limit * 1000:
-                outcome.status = "tle"
-                outcome.notes.append("cpu time limit")
-            elif self.cgroup is not None and self.cgroup.oom_kills() > oom_before:
-                outcome.status = "mle"
-            elif done.status != 0:
-                outcome.status = "re"
-            return outcome
-        if outcome.status == "tle" and time.monotonic() >= hard_end:
-            outcome.notes.append(TOTAL_LIMIT_NOTE)
-        self.classify(child, outcome, limit, cpu_before, oom_before)
-        if answered and outcome.status == "ok":  # something other than ``D`` + status arrived
-            outcome.status = "re"
-            outcome.error = "the program wrote to the stdin runner's channel"
-        self.close_child(child)
-        self.stdin_child = None
-        self.kill_everything(child)
-        self.reset_scratch()
-        return outcome
-
-    def _drain(self, child: Child, outcome: Outcome, stdout: Sink, stderr: Sink) -> bool:
-        """Read what the runner wrote to stdout and stderr before its ``D``: all of it is in the
-        pipes by then (it flushed first), so exactly the bytes there now, never more (a thread
-        still writing cannot keep the supervisor here). False when that overflows a cap."""
-        for key, sink in (("stdout", stdout), ("stderr", stderr)):
-            fd = child.fds[key]
-            waiting = _pipe_bytes(fd) if fd is not None else 0
-            while waiting > 0:
-                chunk = os.read(fd, min(waiting, PIPE_BYTES))
-                if not chunk:
-                    break
-                waiting -= len(chunk)
-                if not sink.add(chunk) and key == "stdout":
-                    outcome.status = "ole"
-                    outcome.notes.append("stdout limit")
-                    outcome.stdout = stdout.value()
-                    return False
-        outcome.stdout, outcome.stderr = stdout.value(), stderr.value()
-        return True
-
-    def run_calls(
-        self, entry: str | None, calls: list[tuple[bytes, int, float | None]], budget_s: float | None = None
-    ) -> list[Outcome]:
-        """Calls in the long-lived call child (started on first use, restarted after a
-        failure), written ahead of their answers so a batch costs one round trip, each answer
-        held to its own deadline and CPU budget. ``calls``: (request, argument bytes, time_s).
-        Status ``raised``: the function raised; ``bad_value``: its value could not be encoded
-        or the channel broke protocol (both the program's doing); ``skipped``: an earlier call
-        of the batch ended the child, this one did not run."""
-        path = os.path.join(self.prog_dir, self.language.source)
-        fresh = self.call_child is None
-        if fresh:
-            self.call_child = self.spawn(
-                lambda: (python_streams(self.isolated), python_calls(path, entry, self.limits.result_mb << 20)),
-                step="calls",
-                channels=True,
-            )
-        child = self.call_child
-        _, oom_before = self._counters()
-        batch = BatchReader(
-            lambda: self.cpu_s(child),
-            self.limits.result_mb << 20,
-            [(time_s or self.limits.time_s, self.wall_s(time_s)) for _, _, time_s in calls],
-            fresh,
-            budget_s,
-            None if fresh else self.calls_cpu,
-        )
-        self.calls_cpu = None
-        spare = Outcome()
-        done = pump(
-            child,
-            spare,
-            tail(),
-            tail(),
-            self._reap,
-            self.cpu_s,
-            batch.deadline,
-            batch.cpu_limit,
-            Feed(b"".join(request for request, _, _ in calls)),
-            "to_child",
-            batch,
-            COALESCE_S if len(calls) > 1 else 0.0,
-            batch.patience,
-        )
-        outcomes = batch.outcomes
-        if done and batch.failed is None:
-            self.calls_cpu = batch.cpu()
-            return outcomes
-        current = outcomes[-1] if outcomes and outcomes[-1].status == "ok" and outcomes[-1].result is None else None
-        if current is None:
-            current = Outcome()
-            outcomes.append(current)
-        current.stdout, current.stderr = spare.stdout, spare.stderr
-        reader = batch.reader
-        if batch.failed is not None:
-            current.status = "ole" if batch.failed == "oversized" else "bad_value"
-            current.error = reader.error or f"return value larger than {self.limits.result_mb} MiB"
-            current.notes.append("result channel")
-        elif spare.status in ("ole", "tle"):
-            current.status, current.notes = spare.status, spare.notes
-            if spare.status == "tle" and batch.out_of_budget():
-                current.notes.append(TOTAL_LIMIT_NOTE)
-        else:
-            self.classify(child, current, float("inf"), 0.0, oom_before)
-            if current.status == "ok":  # exit status 0 with no answer: it answered nothing
-                current.status = "no_answer"
-                current.error = "the program exited (status 0) before answering"
-        if reader is not None and reader.started_at:
-            current.wall_ms = (time.monotonic() - reader.started_at) * 1000
-        self.close_child(child)
-        self.call_child = None
-        self.kill_everything(child)
-        self.reset_scratch()
-        outcomes += [Outcome(status="skipped") for _ in range(len(calls) - len(outcomes))]
-        return outcomes
 
     def stop_runner(self) -> None:
         """End the stdin runner and everything it started; the next process gets a fresh ``/tmp``."""
@@ -564,22 +384,3 @@ class Supervisor:
         for child in children:
             self.kill_everything(child)
         self.call_child = self.stdin_child = None
-
-
-def _process_cpu_s(pid: int) -> float:
-    """A live process's CPU so far, its reaped children's included, as ``wait4`` will count it
-    (``/proc``, clock ticks); 0 when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def _pipe_bytes(fd: int) -> int:
-    """How many bytes a pipe holds now (``FIONREAD``)."""
-    try:
-        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-    except OSError:
-        return 0

@@ -18,8 +18,10 @@ from rlvr.sandbox.code.isolation.child import compile_program, encode_call_reque
 from rlvr.sandbox.code.isolation.primitives import seal_program_dir
 from rlvr.sandbox.code.rules.languages import Language
 from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.running.call_child import run_calls
 from rlvr.sandbox.code.running.channels import Outcome
 from rlvr.sandbox.code.running.runner import SetupFailed, Supervisor
+from rlvr.sandbox.code.running.stdin_runner import run_stdin_test
 from rlvr.sandbox.code.running.tester_relay import run_tester
 from rlvr.sandbox.wire import read_frame, write_frame
 
@@ -102,7 +104,8 @@ def serve_submission(
             break
         try:
             if op == "stdin":
-                outcome = supervisor.run_stdin(
+                outcome = run_stdin_test(
+                    supervisor,
                     blob,
                     message.get("time_s"),
                     message.get("budget_s"),
@@ -124,7 +127,7 @@ def serve_submission(
                             call.get("time_s"),
                         )
                     )
-                outcomes = supervisor.run_calls(entry, batch, message.get("budget_s"))
+                outcomes = run_calls(supervisor, entry, batch, message.get("budget_s"))
                 results = [o.result or b"" for o in outcomes]
                 write_frame(
                     res_fd,

@@ -32,7 +32,7 @@ def run_tester(sup: Supervisor, spec: bytes, wall_s: float, relay: Callable[[byt
             outcome,
             stdout,
             stderr,
-            sup._reap,
+            sup.reap,
             sup.cpu_s,
             lambda: deadline,
             lambda: None,
