@@ -193,14 +193,7 @@ class Supervisor:
         if self.cgroup is not None:
             own = resource.getrusage(resource.RUSAGE_SELF)
             return self.cgroup.cpu_ns() / 1e9 - (own.ru_utime + own.ru_stime)
-        if child.exited:
-            return child.cpu_s
-        try:
-            with open(f"/proc/{child.pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            return 0.0
+        return child.cpu_s if child.exited else tree_cpu_s(child.pid)
 
     def reap(self, child: Child) -> bool:
         if child.exited:
@@ -384,3 +377,15 @@ class Supervisor:
         for child in children:
             self.kill_everything(child)
         self.call_child = self.stdin_child = None
+
+
+def tree_cpu_s(pid: int) -> float:
+    """A live process's CPU so far, its reaped children's included, as ``wait4`` will count it
+    (``/proc``, clock ticks; ``rlvr.sandbox.wire.process_cpu_s`` counts the process alone);
+    0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0

@@ -20,7 +20,7 @@ from rlvr.sandbox.code.isolation.child import python_stdin_runner, python_stream
 from rlvr.sandbox.code.running.channels import BUSY_PATIENCE, TOTAL_LIMIT_NOTE, DoneReader, Feed, Outcome, hard_patience
 from rlvr.sandbox.code.running.output import Sink, tail
 from rlvr.sandbox.code.running.pump import PIPE_BYTES, Child, pump
-from rlvr.sandbox.code.running.runner import Supervisor
+from rlvr.sandbox.code.running.runner import Supervisor, tree_cpu_s
 
 
 def run_stdin_test(
@@ -68,7 +68,7 @@ def _run_in_runner(
     cpu_before, oom_before = sup.counters()
     if sup.cgroup is None:
         cpu_before = sup.cpu_s(child)
-    child.cpu_base = _process_cpu_s(child.pid)  # its earlier tests' CPU is theirs
+    child.cpu_base = tree_cpu_s(child.pid)  # its earlier tests' CPU is theirs
     child.start = time.monotonic()
     hard_end = child.start + budget_s if budget_s is not None else float("inf")
     answered = pump(
@@ -129,17 +129,6 @@ def _drain(child: Child, outcome: Outcome, stdout: Sink, stderr: Sink) -> bool:
                 return False
     outcome.stdout, outcome.stderr = stdout.value(), stderr.value()
     return True
-
-
-def _process_cpu_s(pid: int) -> float:
-    """A live process's CPU so far, its reaped children's included, as ``wait4`` will count it
-    (``/proc``, clock ticks); 0 when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def _pipe_bytes(fd: int) -> int:
