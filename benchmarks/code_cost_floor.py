@@ -104,6 +104,14 @@ def _tree_cpu_s(pid: int) -> float:
     return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def _tree_faults(pid: int) -> int:
+    """Minor page faults of a process and its reaped descendants (``/proc``): an exact count,
+    where CPU time on a shared virtual machine wanders by ±15% run to run. Most of a sandbox's
+    CPU is copy-on-write faults and the exit that frees their pages (perf, docs/performance.md)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[7]) + int(fields[8])
+
+
 def overhead_worker(repeat: int) -> None:
     """Run in a fresh process: a judge's zygote started before anything heavy is imported (as
     the judge's ``main`` does), then trivial submissions graded in this process. CPU per
@@ -134,22 +142,27 @@ def overhead_worker(repeat: int) -> None:
         ),
     }
     tick = os.sysconf("SC_CLK_TCK")
-    measured = {}
+    measured: dict[tuple[str, int], float] = {}
+    faults: dict[tuple[str, int], float] = {}
     for kind, n in (("stdin", 1), ("stdin", 4), ("stdin-runner", 1), ("stdin-runner", 4), ("call", 1), ("call", 21)):
         _, request, _ = kinds[kind](n)
         for _ in range(10):
             reply = judge.handle(dict(request))
         assert reply.get("passed") == n, reply
-        k0, z0, own0, wall0 = _kernel_threads(), _tree_cpu_s(box.ZYGOTE[0]), time.process_time(), time.perf_counter()
+        zygote = box.ZYGOTE[0]
+        k0, z0, own0, wall0 = _kernel_threads(), _tree_cpu_s(zygote), time.process_time(), time.perf_counter()
+        f0 = _tree_faults(zygote)
         for _ in range(repeat):
             judge.handle(dict(request))
-        k1, z1, own1, wall1 = _kernel_threads(), _tree_cpu_s(box.ZYGOTE[0]), time.process_time(), time.perf_counter()
+        k1, z1, own1, wall1 = _kernel_threads(), _tree_cpu_s(zygote), time.process_time(), time.perf_counter()
+        faults[kind, n] = (_tree_faults(zygote) - f0) / repeat
         kernel = sum(v - k0.get(p, 0) for p, v in k1.items()) / tick
         parts = [1e3 * x / repeat for x in (own1 - own0, z1 - z0, kernel)]
         measured[kind, n] = sum(parts)
         print(
             f"  {kind} x{n:<3d} {sum(parts):6.2f} CPU-ms per submission (judge {parts[0]:.2f}, sandboxes and zygote "
-            f"{parts[1]:.2f}, kernel workers {parts[2]:.2f}); {1e3 * (wall1 - wall0) / repeat:.2f} ms wall"
+            f"{parts[1]:.2f}, kernel workers {parts[2]:.2f}); {1e3 * (wall1 - wall0) / repeat:.2f} ms wall; "
+            f"{faults[kind, n]:.0f} page faults in the sandboxes and zygote"
         )
     print(
         f"  overhead: {measured['stdin', 1]:.2f} CPU-ms per stdin submission (one test), "
@@ -158,6 +171,11 @@ def overhead_worker(repeat: int) -> None:
         f"{(measured['call', 21] - measured['call', 1]) / 20:.2f} per further call; "
         f"with stdin_process=submission {measured['stdin-runner', 1]:.2f} per stdin submission, "
         f"{(measured['stdin-runner', 4] - measured['stdin-runner', 1]) / 3:.2f} per further stdin test"
+    )
+    print(
+        f"  page faults: {faults['stdin', 1]:.0f} per stdin submission (one test), {faults['call', 1]:.0f} per "
+        f"call-based submission (one call), {(faults['stdin', 4] - faults['stdin', 1]) / 3:.0f} per further stdin "
+        f"test, {(faults['call', 21] - faults['call', 1]) / 20:.1f} per further call"
     )
 
 

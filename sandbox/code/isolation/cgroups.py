@@ -22,6 +22,8 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+from rlvr.sandbox.code.isolation.primitives import read_bytes
+
 V1_CONTROLLERS = ("memory", "pids", "cpuacct")
 #: Memory of the supervisor's own (its interpreter), before the buffers it fills with the
 #: program's output and results.
@@ -385,7 +387,6 @@ def _remove_tree(path: str, deadline: float) -> None:
 
 def _members(path: str) -> list[int]:
     try:
-        with open(os.path.join(path, "cgroup.procs")) as fh:
-            return [int(line) for line in fh if line.strip()]
+        return [int(pid) for pid in read_bytes(os.path.join(path, "cgroup.procs")).split()]
     except OSError:
         return []

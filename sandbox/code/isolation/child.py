@@ -120,9 +120,26 @@ def python_streams(isolated: bool = True) -> None:
         sandbox_import_path()
 
 
+#: The sandbox's import path when the zygote found it in the root template (``plan_import_path``).
+_PLANNED_PATH: list[str] | None = None
+
+
+def plan_import_path(root: str) -> None:
+    """Once in the zygote, after its last import: find which import directories exist in the
+    root template at ``root`` (every sandbox sees that template) and drop the import caches of
+    the host's view, so that no PID 1 repeats either."""
+    global _PLANNED_PATH
+    _PLANNED_PATH = [p for p in sys.path if p and os.path.isdir(root + p)] + [SITE_DIR]
+    importlib.invalidate_caches()
+
+
 def sandbox_import_path() -> None:
-    """The standard library's directories that exist in the sandbox, then ``/site``; import
-    caches of the host's view dropped. PID 1 does it once; its test children inherit it."""
+    """The standard library's directories that exist in the sandbox, then ``/site``, with the
+    import caches of the host's view dropped (by ``plan_import_path`` in the zygote, or here).
+    PID 1 does it once; its test children inherit it."""
+    if _PLANNED_PATH is not None:
+        sys.path[:] = _PLANNED_PATH
+        return
     sys.path[:] = [p for p in sys.path if p and os.path.isdir(p)] + [SITE_DIR]
     importlib.invalidate_caches()
 

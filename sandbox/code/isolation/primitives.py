@@ -17,6 +17,7 @@ import resource
 import secrets
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -56,6 +57,27 @@ def sandbox_uid() -> int:
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def _prototyped(name: str, restype: Any, *argtypes: Any) -> Any:
+    """A C library function with its argument types declared once: a call converts plain ints
+    and bytes and makes no ctypes objects (a supervisor or test child calls these right after a
+    fork, where every object made costs copied pages)."""
+    function = _libc[name]
+    function.argtypes, function.restype = argtypes, restype
+    return function
+
+
+_unshare = _prototyped("unshare", ctypes.c_int, ctypes.c_int)
+_setns = _prototyped("setns", ctypes.c_int, ctypes.c_int, ctypes.c_int)
+_mount = _prototyped(
+    "mount", ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p
+)
+_umount2 = _prototyped("umount2", ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
+_prctl = _prototyped(
+    "prctl", ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong
+)
+_syscall3 = _prototyped("syscall", ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_void_p)
+
+
 class IsolationError(OSError):
     """A namespace, mount or privilege operation failed."""
 
@@ -67,11 +89,11 @@ def _check(result: int, what: str) -> None:
 
 
 def unshare(flags: int) -> None:
-    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+    _check(_unshare(flags), "unshare")
 
 
 def setns(fd: int, nstype: int) -> None:
-    _check(_libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+    _check(_setns(fd, nstype), "setns")
 
 
 def empty_network_namespace() -> int:
@@ -88,6 +110,31 @@ def empty_network_namespace() -> int:
         os.close(own)
 
 
+def read_bytes(path: str) -> bytes:
+    """A whole (small, kernel-made) file through plain system calls: no Python file object,
+    whose buffers and codec a forked zygote or supervisor would pay for in copied pages."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def write_bytes(path: str, data: bytes, mode: int) -> None:
+    """``path`` holding exactly ``data``, with permissions ``mode``, through plain system calls."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
 def network_namespace_sockets(fd: int, families: tuple[str, ...] = ("unix",)) -> int:
     """Sockets of ``families`` (``/proc/net`` names) that still exist in the network namespace
     ``fd``. Unix sockets are the only family a filtered program may open; reading ``tcp`` walks
@@ -99,8 +146,7 @@ def network_namespace_sockets(fd: int, families: tuple[str, ...] = ("unix",)) ->
         try:
             for name in families:
                 try:
-                    with open(f"/proc/self/net/{name}", "rb") as fh:
-                        count += max(0, len(fh.read().splitlines()) - 1)
+                    count += max(0, len(read_bytes(f"/proc/self/net/{name}").splitlines()) - 1)
                 except OSError:
                     pass
         finally:
@@ -112,14 +158,11 @@ def network_namespace_sockets(fd: int, families: tuple[str, ...] = ("unix",)) ->
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     enc = lambda s: None if s is None else s.encode()  # noqa: E731
-    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+    _check(_mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
 def prctl(option: int, arg: int) -> None:
-    _check(
-        _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)),
-        "prctl",
-    )
+    _check(_prctl(option, arg, 0, 0, 0), "prctl")
 
 
 def bind_readonly(source: str, target: str) -> None:
@@ -255,7 +298,7 @@ def build_root(layout: RootLayout, scratch_mb: int, scratch_files: int, program_
 def fresh_scratch(scratch_mb: int, scratch_files: int) -> None:
     """Replace the sandbox's ``/tmp`` with an empty tmpfs (nothing survives from one test to the
     next). Called by PID 1 once no process of the previous test is left."""
-    _check(_libc.umount2(SCRATCH_DIR.encode(), ctypes.c_int(MNT_DETACH)), "umount /tmp")
+    _check(_umount2(SCRATCH_DIR.encode(), MNT_DETACH), "umount /tmp")
     _tmpfs(SCRATCH_DIR, scratch_mb << 10, scratch_files, "1777")
 
 
@@ -268,7 +311,7 @@ def seal_program_dir() -> None:
 def join_fresh_keyring() -> None:
     """Give this process (and everything it forks) a new, empty session keyring instead of the
     caller's: keys the caller holds are not reachable from the sandbox."""
-    if _libc.syscall(ctypes.c_long(NR_KEYCTL), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING), ctypes.c_void_p(None)) < 0:
+    if _syscall3(NR_KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
         err = ctypes.get_errno()
         raise IsolationError(err, f"keyctl join session keyring: {os.strerror(err)}")
 

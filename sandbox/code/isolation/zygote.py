@@ -4,13 +4,16 @@ It has the Python runtime and common standard-library modules already imported, 
 is a ``fork`` away instead of a fresh interpreter. It is forked from the judge at start-up,
 before the judge has read any request, and afterwards receives only limits and a language:
 never a program, an input or a test. So no sandboxed process (all forked from here) can find
-another submission in its memory, freed or not. For each submission it creates the sandbox's
-cgroup, draws a fresh uid, and forks a small process that gives itself a new empty session
-keyring, creates the namespaces and the read-only root, and forks the supervisor (PID 1
-inside); the supervisor's pipes and a pidfd of the sandbox go back to the judge over a Unix
-socket, and the judge then sends the program straight to the supervisor. When the judge reports
-the sandbox gone, the zygote reaps it, says so (the verdict waits: no zombie outlives it), and
-then removes its cgroup.
+another submission in its memory, freed or not. What every sandbox would otherwise repeat after
+the fork is done here once (limits parsed, the import path found in the root template, host
+modules dropped): every page a forked process writes is a copy. For each submission it takes a
+slot (a cgroup and an empty network namespace no other live sandbox holds), draws a fresh uid,
+and forks the supervisor straight into a new PID namespace (PID 1 there), which gives itself a
+new empty session keyring, enters the slot's network namespace and fresh mount, IPC and UTS ones,
+and covers ``/tmp``, ``/prog`` and ``/proc`` in its copy of the read-only root; the supervisor's
+pipes and a pidfd go back to the judge over a Unix socket, and the judge then sends the program
+straight to the supervisor. When the judge reports the sandbox gone, the zygote reaps it, checks
+its cgroup empty, says so (the verdict waits: no zombie outlives it), and then recycles the slot.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ import os
 import select
 import signal
 import socket
+import sys
 from collections import deque
 from typing import Any, Callable
 
 from rlvr.sandbox.code.isolation import seccomp
 from rlvr.sandbox.code.isolation.cgroups import SUPERVISOR_MB, Cgroups
-from rlvr.sandbox.code.isolation.child import SANDBOX_ENV
+from rlvr.sandbox.code.isolation.child import SANDBOX_ENV, plan_import_path
 from rlvr.sandbox.code.isolation.primitives import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -66,9 +70,10 @@ def _close_all_but(keep: set[int]) -> None:
 
 
 def start_isolated(
-    setup: dict[str, Any], language: Language, slot: Slot, uid: int, root: str, own_pidns: int
+    setup: dict[str, Any], language: Language, limits: Limits, slot: Slot, uid: int, root: str, own_pidns: int
 ) -> tuple[int, int, int]:
-    """Fork the sandbox's PID 1 for one submission; returns (its pid, control fd, result fd)."""
+    """Fork the sandbox's PID 1 for one submission; returns (its pid, control fd, result fd).
+    ``limits`` are ``setup``'s, parsed here in the zygote (PID 1 uses them as they are)."""
     ctl_r, ctl_w = os.pipe()
     res_r, res_w = os.pipe()
     unshare(CLONE_NEWPID)  # the next child is PID 1 of a new PID namespace
@@ -85,7 +90,6 @@ def start_isolated(
                 os.dup2(devnull, fd)
             _close_all_but({0, 1, 2, ctl_r, res_w, *slot.fds()})
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            limits = Limits.from_any(setup["limits"])
             join_fresh_keyring()
             unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
             setns(slot.netns, CLONE_NEWNET)
@@ -93,7 +97,8 @@ def start_isolated(
             enter_root(root, limits.scratch_mb, limits.scratch_files, PROGRAM_KB)
             mount_proc()
             socket.sethostname("sandbox")
-            serve_submission(ctl_r, res_w, setup, language, uid, True, SCRATCH_DIR, slot.cgroup, seccomp.available())
+            parsed = {**setup, "limits": limits}
+            serve_submission(ctl_r, res_w, parsed, language, uid, True, SCRATCH_DIR, slot.cgroup, seccomp.available())
             code = 0
         except BaseException as exc:  # report, never raise out of a forked child
             report_fatal(res_w, exc)
@@ -203,11 +208,14 @@ class Zygote:
         self.live: dict[int, Slot | None] = {}
         self.recent_uids: deque[int] = deque(maxlen=65536)
         self.spare: tuple[str, dict[str, Any], list[int]] | None = None
+        #: Parsed limits by request key: the zygote parses a setup's limits once, not per sandbox.
+        self.parsed: dict[str, Limits] = {}
         self.root, self.own_pidns = "", -1
         if isolated:
             self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
             unshare(CLONE_NEWNS)  # the template lives in the zygote's own mount namespace
             self.root = build_template(default_layout())
+            plan_import_path(self.root)
             # Every sandbox inherits this environment, so a test child need not rewrite its own.
             os.environ.clear()
             os.environ.update(SANDBOX_ENV)
@@ -228,12 +236,13 @@ class Zygote:
             if spare[0] == key:
                 return spare[1], spare[2]
             self.discard(spare)
-        return self.build(setup)
+        return self.build(setup, key)
 
     def refill(self, setup: dict[str, Any]) -> None:
         if self.spare is None:
-            reply, fds = self.build(setup)
-            self.spare = (json.dumps([setup["language"], setup["limits"]], sort_keys=True), reply, fds)
+            key = json.dumps([setup["language"], setup["limits"]], sort_keys=True)
+            reply, fds = self.build(setup, key)
+            self.spare = (key, reply, fds)
 
     def discard(self, spare: tuple[str, dict[str, Any], list[int]]) -> None:
         _, reply, fds = spare
@@ -241,13 +250,21 @@ class Zygote:
             os.close(fd)  # the supervisor sees its control pipe close and exits
         self.reap(reply["pid"])
 
-    def build(self, setup: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+    def limits_of(self, setup: dict[str, Any], key: str) -> Limits:
+        limits = self.parsed.get(key)
+        if limits is None:
+            if len(self.parsed) >= 64:
+                self.parsed.clear()
+            limits = self.parsed[key] = Limits.from_any(setup["limits"])
+        return limits
+
+    def build(self, setup: dict[str, Any], key: str) -> tuple[dict[str, Any], list[int]]:
         language = get_language(setup["language"])
         if not self.isolated:
             pid, ctl_w, res_r = start_unsafe(setup, language)
             self.live[pid] = None
         else:
-            limits = Limits.from_any(setup["limits"])
+            limits = self.limits_of(setup, key)
             # The supervisor lives in the sandbox's cgroup, outside the program's: one process
             # more, and memory for itself and the output and result buffers it fills.
             supervisor_mb = SUPERVISOR_MB + 2 * limits.result_mb + 2 * (-(-limits.output_kb // 1024))
@@ -258,7 +275,7 @@ class Zygote:
                 max(limits.memory_mb, limits.compile_memory_mb) << 20,
             )
             try:
-                pid, ctl_w, res_r = start_isolated(setup, language, slot, self.uid(), self.root, self.own_pidns)
+                pid, ctl_w, res_r = start_isolated(setup, language, limits, slot, self.uid(), self.root, self.own_pidns)
             except BaseException:
                 self.slots.recycle(slot, self.slots.vacate(slot))
                 raise
@@ -310,6 +327,10 @@ def zygote_loop(sock: socket.socket, isolated: bool) -> None:
             __import__(name)
         except ImportError:
             pass
+    # The host's trainers and harness (loaded when the zygote is forked from a caller that has
+    # them) are not the sandbox's: no process forked from here finds them in ``sys.modules``.
+    for name in [m for m in sys.modules if m.split(".")[:2] in (["rlvr", "harness"], ["rlvr", "trainers"])]:
+        del sys.modules[name]
     zygote = Zygote(isolated)
     gc.collect()
     gc.freeze()

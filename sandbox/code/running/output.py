@@ -23,6 +23,7 @@ and the room of four times the expected output.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Protocol
 
 
@@ -92,7 +93,7 @@ class StrippedLines:
     def __init__(self, cap: int, run: int | None = None):
         self.cap = cap
         self.run = max(1, run if run is not None else cap) + 1
-        self.long_run = None if run is None else re.compile(b"[" + re.escape(WHITESPACE) + b"]{%d,}" % (self.run + 1))
+        self.long_run = None if run is None else _longer_runs(self.run + 1)
         self.data = bytearray()
         self.started = False  # a visible byte was seen: blank lines from here on count
         self.in_line = False  # the current line has a visible byte
@@ -168,6 +169,16 @@ class StrippedLines:
 SANDBOX_RUN = 1 << 16
 
 
+@lru_cache(maxsize=64)
+def _longer_runs(least: int) -> re.Pattern[bytes]:
+    """Whitespace runs of at least ``least`` bytes. Cached, and the sandbox's own pattern is
+    compiled at import (in the zygote), so a supervisor does not compile it per test."""
+    return re.compile(b"[" + re.escape(WHITESPACE) + b"]{%d,}" % least)
+
+
+_longer_runs(max(1, SANDBOX_RUN) + 2)
+
+
 def sandbox_cap(output_kb: int, result_mb: int) -> int:
     """Bytes of a graded test's (stripped) stdout the sandbox keeps: the most any expected
     output could make room for, so the room of the expected one is checked outside."""
@@ -186,8 +197,7 @@ def shorten_runs(data: bytes, longest: int) -> bytes:
     """Each whitespace run inside a line longer than ``longest`` + 1 bytes, as ``longest`` + 1
     spaces (``StrippedLines``'s form for an expected output whose longest run is ``longest``)."""
     keep = max(1, longest) + 1
-    pattern = b"[" + re.escape(WHITESPACE) + b"]{%d,}" % (keep + 1)
-    return re.sub(pattern, b" " * keep, data)
+    return _longer_runs(keep + 1).sub(b" " * keep, data)
 
 
 def judged_stdout(kept: bytes, expected: str, output_kb: int, result_mb: int) -> tuple[bytes, bool]:

@@ -7,15 +7,13 @@ copied into the program directory and sealed read-only before any test runs.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import struct
-import sys
 from typing import Any
 
 from rlvr.sandbox.code.isolation.child import compile_program, encode_call_request, sandbox_import_path
-from rlvr.sandbox.code.isolation.primitives import seal_program_dir
+from rlvr.sandbox.code.isolation.primitives import seal_program_dir, write_bytes
 from rlvr.sandbox.code.rules.languages import Language
 from rlvr.sandbox.code.rules.limits import Limits
 from rlvr.sandbox.code.running.call_child import run_calls
@@ -23,7 +21,7 @@ from rlvr.sandbox.code.running.channels import Outcome
 from rlvr.sandbox.code.running.runner import SetupFailed, Supervisor
 from rlvr.sandbox.code.running.stdin_runner import run_stdin_test
 from rlvr.sandbox.code.running.tester_relay import run_tester
-from rlvr.sandbox.wire import read_frame, write_frame
+from rlvr.sandbox.wire import compact_json, read_frame, write_frame
 
 
 def serve_submission(
@@ -52,12 +50,7 @@ def serve_submission(
         os.makedirs(supervisor.scratch, mode=0o777, exist_ok=True)
         os.chmod(supervisor.scratch, 0o777)
     for name, content in (header.get("files") or {}).items():
-        path = os.path.join(supervisor.prog_dir, name)
-        with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
-            fh.write(content)
-        os.chmod(path, 0o444)
-    for name in [m for m in sys.modules if m.split(".")[:2] in (["rlvr", "harness"], ["rlvr", "trainers"])]:
-        del sys.modules[name]
+        write_bytes(os.path.join(supervisor.prog_dir, name), content.encode("utf-8", "surrogateescape"), 0o444)
     if isolated:
         sandbox_import_path()
     source = os.path.join(supervisor.prog_dir, language.source)
@@ -147,5 +140,5 @@ def serve_submission(
 
 
 def _frame(header: dict[str, Any], blob: bytes) -> bytes:
-    head = json.dumps(header, separators=(",", ":")).encode()
+    head = compact_json(header).encode()
     return struct.pack("!II", len(head), len(blob)) + head + blob

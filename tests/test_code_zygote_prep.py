@@ -1,0 +1,126 @@
+"""What the zygote prepares once so that each sandbox's PID 1 does not (issue 41).
+
+A sandbox's PID 1 is a fresh fork of the zygote, and every page it writes is copied: work done
+once in the zygote (limits parsed, the sandbox's import path found in the root template, host
+modules dropped, a fixed pattern compiled) is work no sandbox repeats. These tests pin that the
+sandbox still sees what it saw when PID 1 did that work itself.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rlvr.sandbox.code.isolation import child
+from rlvr.sandbox.code.isolation.primitives import isolation_available, read_bytes, write_bytes
+from rlvr.sandbox.code.isolation.zygote import Zygote
+from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.running.output import SANDBOX_RUN, StrippedLines, shorten_runs
+from rlvr.sandbox.wire import compact_json
+
+ROOT = Path(__file__).resolve().parents[1]
+ISOLATED = isolation_available()[0]
+
+SANDBOX_VIEW = """
+import os, sys
+import numpy
+host = [m for m in sys.modules if m.split(".")[:2] in (["rlvr", "harness"], ["rlvr", "trainers"])]
+path_ok = sys.path[-1] == "/site" and all(os.path.isdir(p) for p in sys.path[:-1])
+print("OK" if not host and path_ok else f"host modules {host[:5]} path {sys.path}")
+"""
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON)
+def test_the_shared_frame_encoder_writes_what_json_dumps_did(value):
+    assert compact_json(value) == json.dumps(value, separators=(",", ":"))
+
+
+def test_write_bytes_writes_exactly_with_the_mode_whatever_the_umask(tmp_path):
+    path = tmp_path / "main.py"
+    path.write_text("old content that is longer than the new one\n")
+    data = "print('é')\n\udcff".encode("utf-8", "surrogateescape")
+    old = os.umask(0o777)
+    try:
+        write_bytes(str(path), data, 0o444)
+    finally:
+        os.umask(old)
+    assert path.read_bytes() == data
+    assert path.stat().st_mode & 0o777 == 0o444
+
+
+def test_read_bytes_reads_past_one_read(tmp_path):
+    path = tmp_path / "big"
+    data = os.urandom(200_000)
+    path.write_bytes(data)
+    assert read_bytes(str(path)) == data
+    with pytest.raises(FileNotFoundError):
+        read_bytes(str(tmp_path / "missing"))
+
+
+def test_planned_import_path_keeps_only_directories_in_the_template(tmp_path, monkeypatch):
+    kept, dropped = sys.path[1], "/nonexistent/rlvr-probe"
+    (tmp_path / kept.lstrip("/")).mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [kept, dropped, ""])
+    monkeypatch.setattr(child, "_PLANNED_PATH", None)
+    child.plan_import_path(str(tmp_path))
+    assert child._PLANNED_PATH == [kept, child.SITE_DIR]
+
+
+def test_zygote_parses_each_setups_limits_once_and_bounds_what_it_keeps():
+    zygote = Zygote(isolated=False)
+    setup = {"language": "python", "limits": {"time_s": 2.0}}
+    first = zygote.limits_of(setup, "key")
+    assert first == Limits(time_s=2.0)
+    assert zygote.limits_of({"language": "python", "limits": {"time_s": 9.0}}, "key") is first
+    for n in range(200):
+        zygote.limits_of({"language": "python", "limits": {"time_s": 1.0 + n}}, f"k{n}")
+    assert len(zygote.parsed) <= 64
+    with pytest.raises(ValueError):
+        zygote.limits_of({"language": "python", "limits": {"no_such_limit": 1}}, "bad")
+
+
+def test_the_sandbox_pattern_is_shared_and_shortens_as_before():
+    a, b = StrippedLines(1 << 20, SANDBOX_RUN), StrippedLines(1 << 20, SANDBOX_RUN)
+    assert a.long_run is b.long_run
+    text = b"a" + b" \t" * 40 + b"b"
+    assert shorten_runs(text, 3) == b"a    b"
+    assert shorten_runs(b"a   b", 3) == b"a   b"
+
+
+@pytest.mark.skipif(not ISOLATED, reason="needs the sandbox's isolation (root, namespaces)")
+def test_a_sandbox_sees_the_template_import_path_and_no_host_modules_of_its_zygotes_caller():
+    """The zygote is forked here from a process that has loaded the harness (as a caller
+    embedding the judge would): the program still sees none of it, and an import path of
+    directories that exist in the sandbox, ending in ``/site``, from which numpy imports."""
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        import rlvr.harness.grading  # the caller's own modules, loaded before the zygote forks
+        from rlvr.sandbox.code.isolation import box
+        from rlvr.sandbox.code.isolation.zygote import start_zygote
+        from rlvr.sandbox.code.judging import judge
+        judge.ISOLATION = judge.isolation_available()
+        box.ZYGOTE = start_zygote(True)
+        from rlvr.sandbox.code.verify import CodeGrader
+        _, request, _ = CodeGrader(workers=1).prepare({SANDBOX_VIEW!r}, [{{"input": "", "output": "OK"}}])
+        print(json.dumps(judge.handle(dict(request))))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    reply = json.loads(done.stdout.strip().splitlines()[-1])
+    assert reply.get("passed") == 1, reply
