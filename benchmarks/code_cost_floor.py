@@ -98,18 +98,13 @@ def _kernel_threads() -> dict[str, int]:
     return ticks
 
 
-def _tree_cpu_s(pid: int) -> float:
-    """A process's CPU and that of its reaped descendants (``/proc``, clock ticks)."""
+def _tree_usage(pid: int) -> tuple[float, int]:
+    """A process's CPU seconds and minor page faults, its reaped descendants' included
+    (``/proc``). The faults are an exact count, where CPU time on a shared virtual machine
+    wanders by ±15% run to run; most of a sandbox's CPU is copy-on-write faults and the exit
+    that frees their pages (perf, docs/performance.md)."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def _tree_faults(pid: int) -> int:
-    """Minor page faults of a process and its reaped descendants (``/proc``): an exact count,
-    where CPU time on a shared virtual machine wanders by ±15% run to run. Most of a sandbox's
-    CPU is copy-on-write faults and the exit that frees their pages (perf, docs/performance.md)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return int(fields[7]) + int(fields[8])
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK"), int(fields[7]) + int(fields[8])
 
 
 def overhead_worker(repeat: int) -> None:
@@ -150,12 +145,11 @@ def overhead_worker(repeat: int) -> None:
             reply = judge.handle(dict(request))
         assert reply.get("passed") == n, reply
         zygote = box.ZYGOTE[0]
-        k0, z0, own0, wall0 = _kernel_threads(), _tree_cpu_s(zygote), time.process_time(), time.perf_counter()
-        f0 = _tree_faults(zygote)
+        k0, (z0, f0), own0, wall0 = _kernel_threads(), _tree_usage(zygote), time.process_time(), time.perf_counter()
         for _ in range(repeat):
             judge.handle(dict(request))
-        k1, z1, own1, wall1 = _kernel_threads(), _tree_cpu_s(zygote), time.process_time(), time.perf_counter()
-        faults[kind, n] = (_tree_faults(zygote) - f0) / repeat
+        k1, (z1, f1), own1, wall1 = _kernel_threads(), _tree_usage(zygote), time.process_time(), time.perf_counter()
+        faults[kind, n] = (f1 - f0) / repeat
         kernel = sum(v - k0.get(p, 0) for p, v in k1.items()) / tick
         parts = [1e3 * x / repeat for x in (own1 - own0, z1 - z0, kernel)]
         measured[kind, n] = sum(parts)

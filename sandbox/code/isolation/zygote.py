@@ -70,10 +70,9 @@ def _close_all_but(keep: set[int]) -> None:
 
 
 def start_isolated(
-    setup: dict[str, Any], language: Language, limits: Limits, slot: Slot, uid: int, root: str, own_pidns: int
+    limits: Limits, language: Language, slot: Slot, uid: int, root: str, own_pidns: int
 ) -> tuple[int, int, int]:
-    """Fork the sandbox's PID 1 for one submission; returns (its pid, control fd, result fd).
-    ``limits`` are ``setup``'s, parsed here in the zygote (PID 1 uses them as they are)."""
+    """Fork the sandbox's PID 1 for one submission; returns (its pid, control fd, result fd)."""
     ctl_r, ctl_w = os.pipe()
     res_r, res_w = os.pipe()
     unshare(CLONE_NEWPID)  # the next child is PID 1 of a new PID namespace
@@ -97,8 +96,7 @@ def start_isolated(
             enter_root(root, limits.scratch_mb, limits.scratch_files, PROGRAM_KB)
             mount_proc()
             socket.sethostname("sandbox")
-            parsed = {**setup, "limits": limits}
-            serve_submission(ctl_r, res_w, parsed, language, uid, True, SCRATCH_DIR, slot.cgroup, seccomp.available())
+            serve_submission(ctl_r, res_w, limits, language, uid, True, SCRATCH_DIR, slot.cgroup, seccomp.available())
             code = 0
         except BaseException as exc:  # report, never raise out of a forked child
             report_fatal(res_w, exc)
@@ -118,7 +116,7 @@ def report_fatal(res_w: int, exc: BaseException) -> None:
         pass
 
 
-def start_unsafe(setup: dict[str, Any], language: Language) -> tuple[int, int, int]:
+def start_unsafe(limits: Limits, language: Language) -> tuple[int, int, int]:
     """Without isolation (``unsafe``): an outer process with a private work directory, which it
     removes once the supervisor (a subreaper for the program's processes) is gone."""
     ctl_r, ctl_w = os.pipe()
@@ -142,7 +140,7 @@ def start_unsafe(setup: dict[str, Any], language: Language) -> tuple[int, int, i
             if supervisor == 0:
                 prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
                 prctl(PR_SET_CHILD_SUBREAPER, 1)
-                serve_submission(ctl_r, res_w, setup, language, None, False, workdir, None, False)
+                serve_submission(ctl_r, res_w, limits, language, None, False, workdir, None, False)
                 os._exit(0)
             os.close(ctl_r)
             os.close(res_w)
@@ -155,6 +153,12 @@ def start_unsafe(setup: dict[str, Any], language: Language) -> tuple[int, int, i
     os.close(ctl_r)
     os.close(res_w)
     return pid, ctl_w, res_r
+
+
+def setup_key(setup: dict[str, Any]) -> str:
+    """What a sandbox is built for: its language and limits (a spare serves a request with the
+    same key)."""
+    return json.dumps([setup["language"], setup["limits"]], sort_keys=True)
 
 
 def _reap() -> None:
@@ -208,7 +212,8 @@ class Zygote:
         self.live: dict[int, Slot | None] = {}
         self.recent_uids: deque[int] = deque(maxlen=65536)
         self.spare: tuple[str, dict[str, Any], list[int]] | None = None
-        #: Parsed limits by request key: the zygote parses a setup's limits once, not per sandbox.
+        #: The last setup's limits, parsed, by its key: a judge sends the same setup again and
+        #: again, and nothing of earlier setups is kept for a sandbox to find.
         self.parsed: dict[str, Limits] = {}
         self.root, self.own_pidns = "", -1
         if isolated:
@@ -227,10 +232,9 @@ class Zygote:
                 self.recent_uids.append(uid)
                 return uid
 
-    def open(self, setup: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
-        """A sandbox for ``setup`` (the spare if it was built for the same language and
-        limits); a new spare like it is built afterwards, by ``refill``."""
-        key = json.dumps([setup["language"], setup["limits"]], sort_keys=True)
+    def open(self, setup: dict[str, Any], key: str) -> tuple[dict[str, Any], list[int]]:
+        """A sandbox for ``setup`` (``setup_key``: the spare if it was built for the same
+        language and limits); a new spare like it is built afterwards, by ``refill``."""
         spare, self.spare = self.spare, None
         if spare is not None:
             if spare[0] == key:
@@ -238,9 +242,8 @@ class Zygote:
             self.discard(spare)
         return self.build(setup, key)
 
-    def refill(self, setup: dict[str, Any]) -> None:
+    def refill(self, setup: dict[str, Any], key: str) -> None:
         if self.spare is None:
-            key = json.dumps([setup["language"], setup["limits"]], sort_keys=True)
             reply, fds = self.build(setup, key)
             self.spare = (key, reply, fds)
 
@@ -253,18 +256,17 @@ class Zygote:
     def limits_of(self, setup: dict[str, Any], key: str) -> Limits:
         limits = self.parsed.get(key)
         if limits is None:
-            if len(self.parsed) >= 64:
-                self.parsed.clear()
-            limits = self.parsed[key] = Limits.from_any(setup["limits"])
+            limits = Limits.from_any(setup["limits"])
+            self.parsed = {key: limits}
         return limits
 
     def build(self, setup: dict[str, Any], key: str) -> tuple[dict[str, Any], list[int]]:
         language = get_language(setup["language"])
+        limits = self.limits_of(setup, key)
         if not self.isolated:
-            pid, ctl_w, res_r = start_unsafe(setup, language)
+            pid, ctl_w, res_r = start_unsafe(limits, language)
             self.live[pid] = None
         else:
-            limits = self.limits_of(setup, key)
             # The supervisor lives in the sandbox's cgroup, outside the program's: one process
             # more, and memory for itself and the output and result buffers it fills.
             supervisor_mb = SUPERVISOR_MB + 2 * limits.result_mb + 2 * (-(-limits.output_kb // 1024))
@@ -275,7 +277,7 @@ class Zygote:
                 max(limits.memory_mb, limits.compile_memory_mb) << 20,
             )
             try:
-                pid, ctl_w, res_r = start_isolated(setup, language, limits, slot, self.uid(), self.root, self.own_pidns)
+                pid, ctl_w, res_r = start_isolated(limits, language, slot, self.uid(), self.root, self.own_pidns)
             except BaseException:
                 self.slots.recycle(slot, self.slots.vacate(slot))
                 raise
@@ -349,7 +351,9 @@ def zygote_loop(sock: socket.socket, isolated: bool) -> None:
             zygote.reap(int(message["reap"]), lambda pid: send_json(sock, {"reaped": pid}))
             continue
         try:
-            reply, fds = zygote.open(message["open"])
+            setup = message["open"]
+            key = setup_key(setup)
+            reply, fds = zygote.open(setup, key)
         except Exception as exc:  # report, keep serving
             send_json(sock, {"error": f"{type(exc).__name__}: {exc}"})
             continue
@@ -357,7 +361,7 @@ def zygote_loop(sock: socket.socket, isolated: bool) -> None:
         for fd in fds:
             os.close(fd)
         try:
-            zygote.refill(message["open"])
+            zygote.refill(setup, key)
         except Exception:
             pass  # the next request builds one itself
 

@@ -176,7 +176,7 @@ def _longer_runs(least: int) -> re.Pattern[bytes]:
     return re.compile(b"[" + re.escape(WHITESPACE) + b"]{%d,}" % least)
 
 
-_longer_runs(max(1, SANDBOX_RUN) + 2)
+StrippedLines(0, SANDBOX_RUN)  # compiles the sandbox's pattern here, at import (in the zygote)
 
 
 def sandbox_cap(output_kb: int, result_mb: int) -> int:

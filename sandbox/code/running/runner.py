@@ -28,7 +28,13 @@ from rlvr.sandbox.code.isolation.child import (
     python_streams,
 )
 from rlvr.sandbox.code.isolation.ipc import remove_ipc_objects
-from rlvr.sandbox.code.isolation.primitives import PROGRAM_DIR, SCRATCH_DIR, ResourceLimits, fresh_scratch
+from rlvr.sandbox.code.isolation.primitives import (
+    PROGRAM_DIR,
+    SCRATCH_DIR,
+    ResourceLimits,
+    fresh_scratch,
+    read_bytes,
+)
 from rlvr.sandbox.code.rules.languages import Language
 from rlvr.sandbox.code.rules.limits import Limits
 from rlvr.sandbox.code.running.channels import (
@@ -384,8 +390,7 @@ def tree_cpu_s(pid: int) -> float:
     (``/proc``, clock ticks; ``rlvr.sandbox.wire.process_cpu_s`` counts the process alone);
     0 when it cannot be read."""
     try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
+        fields = read_bytes(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
         return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0

@@ -27,7 +27,7 @@ from rlvr.sandbox.wire import compact_json, read_frame, write_frame
 def serve_submission(
     ctl_fd: int,
     res_fd: int,
-    setup: dict[str, Any],
+    limits: Limits,
     language: Language,
     uid: int | None,
     isolated: bool,
@@ -37,7 +37,6 @@ def serve_submission(
 ) -> None:
     """PID 1's loop: receive the program (only now, after the fork), compile it, seal it, then
     run the tests the judge sends one by one."""
-    limits = Limits.from_any(setup["limits"])
     if cgroup is not None:
         # Join once: every test child forked from here starts inside (a v1 attach costs
         # milliseconds). Children raise their out-of-memory score to the maximum, so the
