@@ -124,3 +124,68 @@ def test_a_sandbox_sees_the_template_import_path_and_no_host_modules_of_its_zygo
     assert done.returncode == 0, done.stderr[-2000:]
     reply = json.loads(done.stdout.strip().splitlines()[-1])
     assert reply.get("passed") == 1, reply
+
+
+ENVIRONMENT_VIEW = """
+import json, os
+env = dict(os.environ)
+home, tmp = env.pop("HOME", None), env.pop("TMPDIR", None)
+print("OK" if env == EXPECTED and home == tmp == os.getcwd() else json.dumps([home, tmp, env]))
+"""
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_a_program_sees_exactly_the_sandbox_environment(unsafe, monkeypatch):
+    """The zygote makes its environment the sandbox's once (isolated) and a test child checks
+    only that marker; without isolation each child rebuilds it. Either way a program sees
+    ``SANDBOX_ENV`` with ``HOME``/``TMPDIR`` at its scratch directory, and nothing of the
+    judge's environment (a secret set before the zygote was forked)."""
+    if not unsafe and not ISOLATED:
+        pytest.skip("needs the sandbox's isolation (root, namespaces)")
+    monkeypatch.setenv("RLVR_PROBE_SECRET", "hf_probe_secret")
+    expected = {k: v for k, v in child.SANDBOX_ENV.items() if k not in ("HOME", "TMPDIR")}
+    program = f"EXPECTED = {expected!r}\n" + ENVIRONMENT_VIEW
+    script = textwrap.dedent(
+        f"""
+        import json
+        from rlvr.sandbox.code.isolation import box
+        from rlvr.sandbox.code.isolation.zygote import start_zygote
+        from rlvr.sandbox.code.judging import judge
+        judge.ISOLATION = (True, "") if {unsafe!r} else judge.isolation_available()
+        box.ZYGOTE = start_zygote(not {unsafe!r})
+        from rlvr.sandbox.code.verify import CodeGrader
+        grader = CodeGrader(workers=1, unsafe={unsafe!r})
+        _, request, _ = grader.prepare({program!r}, [{{"input": "", "output": "OK"}}] * 2)
+        print(json.dumps(judge.handle(dict(request))))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    reply = json.loads(done.stdout.strip().splitlines()[-1])
+    assert reply.get("passed") == 2, reply
+
+
+IPC_SWEEP = """
+import ctypes, os, sys
+from rlvr.sandbox.code.isolation.ipc import remove_ipc_objects
+from rlvr.sandbox.code.isolation.primitives import unshare
+unshare(0x08000000)  # CLONE_NEWIPC: a namespace of this process's own, never the host's
+libc = ctypes.CDLL(None, use_errno=True)
+made = [libc.shmget(0, 1 << 16, 0o600), libc.shmget(0, 1 << 16, 0o600), libc.semget(0, 3, 0o600), libc.msgget(0, 0o600)]
+assert all(m >= 0 for m in made), made
+print(remove_ipc_objects(), remove_ipc_objects())
+"""
+
+
+@pytest.mark.skipif(not ISOLATED, reason="needs the sandbox's isolation (root, namespaces)")
+def test_the_ipc_sweep_removes_every_segment_semaphore_set_and_queue():
+    """PID 1 sweeps System V objects after every test with declared ``shmctl``/``semctl``/
+    ``msgctl`` calls (no ctypes objects made after the fork): in a fresh IPC namespace holding
+    two segments, a semaphore set and a queue it removes all four, then finds nothing."""
+    done = subprocess.run(
+        [sys.executable, "-c", IPC_SWEEP], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["4", "0"]

@@ -51,6 +51,22 @@ SANDBOX_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+#: The working directory this process's environment was last made the sandbox's for
+#: (``sandbox_environment``): the zygote does it once, and a test child forked from it (whose
+#: supervisor never changes the environment) need not rebuild it.
+_ENVIRONMENT_FOR: str | None = None
+
+
+def sandbox_environment(workdir: str) -> None:
+    """Make this process's environment exactly ``SANDBOX_ENV``, ``HOME`` and ``TMPDIR`` at
+    ``workdir``: nothing of the host's (credentials, paths) reaches a program."""
+    global _ENVIRONMENT_FOR
+    os.environ.clear()
+    os.environ.update(SANDBOX_ENV)
+    os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    _ENVIRONMENT_FOR = workdir
+
+
 CALL_ARGS_FD, CALL_RESULT_FD = 3, 4
 #: The per-submission stdin runner's channels: inputs in, ``D`` + exit status out.
 STDIN_RUNNER_FD, STDIN_DONE_FD = 3, 4
@@ -91,10 +107,8 @@ def enter_child(
     apply_rlimits(limits)
     if uid is not None:
         drop_privileges(uid)
-    if set(os.environ) != set(SANDBOX_ENV) or os.environ.get("HOME") != workdir:
-        os.environ.clear()
-        os.environ.update(SANDBOX_ENV)
-        os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    if _ENVIRONMENT_FOR != workdir:
+        sandbox_environment(workdir)
     if use_seccomp:
         seccomp.install()
     os.write(ready, b"1")

@@ -20,18 +20,33 @@ MSG_INFO, MSG_STAT = 12, 11
 
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded before the sandbox's root is entered
 _BUFFER = ctypes.create_string_buffer(1024)  # larger than every *_ds / *info structure
+_BUFFER_ADDRESS = ctypes.addressof(_BUFFER)
+
+
+def _control(name: str, *argtypes: object) -> object:
+    """``shmctl``/``msgctl``/``semctl`` with their arguments declared once: PID 1 calls them
+    after every test, and a declared call makes no ctypes objects (each object made after a
+    fork costs copied pages)."""
+    function = _LIBC[name]
+    function.argtypes, function.restype = argtypes, ctypes.c_int
+    return function
+
+
+_SHMCTL = _control("shmctl", ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+_MSGCTL = _control("msgctl", ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+_SEMCTL = _control("semctl", ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
 
 
 def _sweep(control: object, info: int, stat: int, with_semnum: bool) -> int:
-    def call(ident: int, command: int, buffer: object) -> int:
+    def call(ident: int, command: int, buffer: int | None) -> int:
         if with_semnum:
             return control(ident, 0, command, buffer)  # type: ignore[operator]
         return control(ident, command, buffer)  # type: ignore[operator]
 
-    highest = call(0, info, _BUFFER)
+    highest = call(0, info, _BUFFER_ADDRESS)
     removed = 0
     for index in range(highest + 1):
-        ident = call(index, stat, _BUFFER)
+        ident = call(index, stat, _BUFFER_ADDRESS)
         if ident >= 0 and call(ident, IPC_RMID, None) == 0:
             removed += 1
     return removed
@@ -42,7 +57,7 @@ def remove_ipc_objects() -> int:
     IPC namespace; returns how many were removed. Only for a process in the sandbox's own
     namespace (never the host's)."""
     return (
-        _sweep(_LIBC.shmctl, SHM_INFO, SHM_STAT, False)
-        + _sweep(_LIBC.semctl, SEM_INFO, SEM_STAT, True)
-        + _sweep(_LIBC.msgctl, MSG_INFO, MSG_STAT, False)
+        _sweep(_SHMCTL, SHM_INFO, SHM_STAT, False)
+        + _sweep(_SEMCTL, SEM_INFO, SEM_STAT, True)
+        + _sweep(_MSGCTL, MSG_INFO, MSG_STAT, False)
     )

@@ -162,12 +162,16 @@ class _SockFprog(ctypes.Structure):
 _PROGRAM = b"".join(struct.pack("HBBI", *ins) for ins in build_filter())
 _BUFFER = ctypes.create_string_buffer(_PROGRAM, len(_PROGRAM))
 _FPROG = _SockFprog(len(_PROGRAM) // 8, ctypes.cast(_BUFFER, ctypes.c_void_p))
-_LIBC = ctypes.CDLL(None, use_errno=True)
+_FPROG_ADDRESS = ctypes.addressof(_FPROG)
+#: Declared once: a test child's call converts plain ints and makes no ctypes objects.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+_PRCTL.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
+_PRCTL.restype = ctypes.c_int
 
 
 def install() -> None:
     """Install the filter on the calling thread's process (needs ``no_new_privs`` or
     CAP_SYS_ADMIN); inherited by every child and kept across ``execve``."""
-    if _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_FPROG), 0, 0) != 0:
+    if _PRCTL(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, _FPROG_ADDRESS, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"seccomp filter: {errno.errorcode.get(err, err)}")

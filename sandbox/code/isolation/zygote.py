@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from rlvr.sandbox.code.isolation import seccomp
 from rlvr.sandbox.code.isolation.cgroups import SUPERVISOR_MB, Cgroups
-from rlvr.sandbox.code.isolation.child import SANDBOX_ENV, plan_import_path
+from rlvr.sandbox.code.isolation.child import plan_import_path, sandbox_environment
 from rlvr.sandbox.code.isolation.primitives import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -222,8 +222,7 @@ class Zygote:
             self.root = build_template(default_layout())
             plan_import_path(self.root)
             # Every sandbox inherits this environment, so a test child need not rewrite its own.
-            os.environ.clear()
-            os.environ.update(SANDBOX_ENV)
+            sandbox_environment(SCRATCH_DIR)
 
     def uid(self) -> int:
         while True:
