@@ -18,10 +18,15 @@ EvalPlus is demonstrably wrong); cold expected-output time and warm grading thro
 and their ratio; then one line per set with its warm ratio, the floor F
 (``peer_floor.py``), both tools as multiples of F and (peer - F) / (ours - F), under one exclusion
 rule for both peers (the classes built to wait out a time limit are graded, untimed).
+``--rounds N`` times each set's two tools N times, alternating (peer, ours, peer, ours, ...), and
+reports the median of each tool's seconds and the range of the per-round ratios: on a shared
+virtual machine a peer that forks a large process per program slows far more than ours when the
+machine does (page faults cost more), so one round can flatter either side.
 ``--write-fixture`` stores EvalPlus's verdicts for the conformance test.
 
     python benchmarks/bench_code_peers.py                       # all 542 tasks, canonical + 2 mutants, and LCB
     python benchmarks/bench_code_peers.py --sets livecodebench  # one set only
+    python benchmarks/bench_code_peers.py --sets humanevalplus,livecodebench --rounds 3
     python benchmarks/bench_code_peers.py --limit 40 --per-task 8 --write-fixture tests/fixtures/evalplus_verdicts.jsonl
 """
 
@@ -32,6 +37,7 @@ import gzip
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -252,7 +258,7 @@ def report(programs: list[dict], ours: dict[str, dict], peer: dict[str, bool], t
     return {"summary": summary, "by_class": {k: dict(v) for k, v in by_class.items()}, "disagreements": disagreements}
 
 
-def livecodebench_phase(workers: int, per_class: int, slow: bool, limit: int | None) -> dict:
+def livecodebench_phase(workers: int, per_class: int, slow: bool, limit: int | None, rounds: int = 1) -> dict:
     """LiveCodeBench's runner, then ours, timed on the programs of ``lcb_programs.py`` that the
     exclusion rule keeps (``--lcb-slow`` grades the others too, untimed): agreement outside the
     named departures, both tools' warm seconds and the floor."""
@@ -265,13 +271,21 @@ def livecodebench_phase(workers: int, per_class: int, slow: bool, limit: int | N
     timed_rows = timed(rows)
     timed_rows = timed_rows[:: max(1, len(timed_rows) // limit)][:limit] if limit else timed_rows
     print(f"{LCB}: {len(timed_rows)} timed programs over {len({r['problem_id'] for r in rows})} problems", flush=True)
-    peer, peer_s = run_livecodebench(timed_rows, problems, workers)
-    ours, ours_s = run_ours(timed_rows, problems, workers)
-    shared, shared_s = run_ours(timed_rows, problems, workers, stdin_process="submission")
-    print(
-        f"{LCB} warm: LiveCodeBench {peer_s:.1f}s, ours {ours_s:.1f}s (one process per submission: {shared_s:.1f}s)",
-        flush=True,
-    )
+    peer_runs: list[float] = []
+    ours_runs: list[float] = []
+    shared_runs: list[float] = []
+    for _ in range(rounds):
+        peer, peer_s = run_livecodebench(timed_rows, problems, workers)
+        ours, ours_s = run_ours(timed_rows, problems, workers)
+        shared, shared_s = run_ours(timed_rows, problems, workers, stdin_process="submission")
+        peer_runs.append(peer_s)
+        ours_runs.append(ours_s)
+        shared_runs.append(shared_s)
+        print(
+            f"{LCB} warm: LiveCodeBench {peer_s:.1f}s, ours {ours_s:.1f}s (one process per submission: "
+            f"{shared_s:.1f}s)",
+            flush=True,
+        )
     outside = [r for r in timed_rows if r["class"] not in DEPARTURES]
     shared_agree = sum(shared[r["id"]].correct == peer[r["id"]] for r in outside)
     floor = floor_s([(v.correct, v.reason, v.detail, 0.0) for v in ours.values()])
@@ -284,9 +298,9 @@ def livecodebench_phase(workers: int, per_class: int, slow: bool, limit: int | N
         "programs": len(graded),
         "timed": len(timed_rows),
         **agreement,
-        "peer_s": peer_s,
-        "ours_s": ours_s,
-        "shared_s": shared_s,
+        "peer_runs": peer_runs,
+        "ours_runs": ours_runs,
+        "shared_runs": shared_runs,
         "shared_agreement": f"{shared_agree}/{len(outside)} outside departures (timed)",
         **floor,
     }
@@ -301,14 +315,24 @@ def print_ratios(per_set: dict[str, dict]) -> None:
         "| (peer - F) / (ours - F) |\n|---|---|---|---|---|---|---|---|---|---|---|"
     )
     for name, row in per_set.items():
-        ratio = row["peer_s"] / max(row["ours_s"], 1e-9)
-        versus = versus_floor(row["peer_s"], row["ours_s"], row["F_s"])
+        peer_s, ours_s = statistics.median(row["peer_runs"]), statistics.median(row["ours_runs"])
+        versus = versus_floor(peer_s, ours_s, row["F_s"])
         multiple = {k: "-" if v is None else f"{v:.2f}" for k, v in versus.items()}
+        ratio, above = f"{peer_s / max(ours_s, 1e-9):.2f}x", multiple["above_F_ratio"]
+        if len(row["peer_runs"]) > 1:  # the median, then the range of the rounds' own ratios
+            rounds = list(zip(row["peer_runs"], row["ours_runs"]))
+            ratios = [p / max(o, 1e-9) for p, o in rounds]
+            aboves = [versus_floor(p, o, row["F_s"])["above_F_ratio"] for p, o in rounds]
+            ratio += f" ({min(ratios):.2f}-{max(ratios):.2f})"
+            if None not in aboves:
+                above += f" ({min(aboves):.2f}-{max(aboves):.2f})"
         print(
             f"| {name} | {row['peer']} | {row['programs']} ({row['timed']}) | {row['agreement']} | "
-            f"{row['peer_s']:.1f} | {row['ours_s']:.1f} | {ratio:.2f}x | {row['F_s']:.1f} | {multiple['ours_x_F']} | "
-            f"{multiple['peer_x_F']} | **{multiple['above_F_ratio']}** |"
+            f"{peer_s:.1f} | {ours_s:.1f} | {ratio} | {row['F_s']:.1f} | {multiple['ours_x_F']} | "
+            f"{multiple['peer_x_F']} | **{above}** |"
         )
+    if any(len(row["peer_runs"]) > 1 for row in per_set.values()):
+        print("  seconds: medians over the rounds; in brackets, the lowest and highest ratio of one round")
     for name, row in per_set.items():
         print(
             f"  {name} F: own CPU {row['own_cpu_s']:.1f}s + limits burnt {row['burns_s']:.1f}s, "
@@ -329,6 +353,9 @@ def main() -> None:
     parser.add_argument("--lcb-per-class", type=int, default=8, help="LiveCodeBench programs per mutant class")
     parser.add_argument("--lcb-limit", type=int, default=None, help="an even sample of N LiveCodeBench programs")
     parser.add_argument("--lcb-slow", action="store_true", help="add the classes that wait out a 6 s limit")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="time each set's two tools this many times, alternating (medians)"
+    )
     parser.add_argument(
         "--write-fixture", default=None, help="store programs and EvalPlus's verdicts (JSONL) for the conformance test"
     )
@@ -362,11 +389,16 @@ def main() -> None:
                 flush=True,
             )
             mine_all = [p for p in programs if p["dataset"] == dataset]
-            verdicts, times = run_evalplus(dataset, rows[dataset], timed(mine_all), work, args.workers, "warm")
-            ep_times["warm"] += times["warm"]
-            mine, seconds = ours_warm(dataset, timed(mine_all), args.workers)
-            our_times["warm"] += seconds
-            print(f"{dataset} warm: EvalPlus {times['warm']:.1f}s, ours {seconds:.1f}s", flush=True)
+            peer_runs: list[float] = []
+            ours_runs: list[float] = []
+            for _ in range(max(1, args.rounds)):
+                verdicts, times = run_evalplus(dataset, rows[dataset], timed(mine_all), work, args.workers, "warm")
+                mine, seconds = ours_warm(dataset, timed(mine_all), args.workers)
+                peer_runs.append(times["warm"])
+                ours_runs.append(seconds)
+                print(f"{dataset} warm: EvalPlus {times['warm']:.1f}s, ours {seconds:.1f}s", flush=True)
+            ep_times["warm"] += statistics.median(peer_runs)
+            our_times["warm"] += statistics.median(ours_runs)
             own = canonical_cpu_s(rows[dataset])
             floor = floor_s(
                 [
@@ -388,26 +420,28 @@ def main() -> None:
                 "programs": len(mine_all),
                 "timed": len(timed(mine_all)),
                 "agreement": f"{agree}/{len(counted)}",
-                "peer_s": times["warm"],
-                "ours_s": seconds,
+                "peer_runs": peer_runs,
+                "ours_runs": ours_runs,
                 **floor,
             }
         if LCB in chosen:
-            lcb = livecodebench_phase(args.workers, args.lcb_per_class, args.lcb_slow, args.lcb_limit)
+            lcb = livecodebench_phase(
+                args.workers, args.lcb_per_class, args.lcb_slow, args.lcb_limit, max(1, args.rounds)
+            )
             per_set[LCB] = {
                 "peer": "LiveCodeBench (nvidia-livecodebench)",
                 "programs": lcb["programs"],
                 "timed": lcb["timed"],
                 "agreement": f"{lcb['agree']}/{lcb['outside']} outside departures",
-                "peer_s": lcb["peer_s"],
-                "ours_s": lcb["ours_s"],
+                "peer_runs": lcb["peer_runs"],
+                "ours_runs": lcb["ours_runs"],
                 **{k: lcb[k] for k in ("own_cpu_s", "burns_s", "cores", "F_s")},
             }
             per_set[f"{LCB}, stdin_process=submission"] = {
                 **per_set[LCB],
                 "agreement": lcb["shared_agreement"],
                 "programs": lcb["timed"],
-                "ours_s": lcb["shared_s"],
+                "ours_runs": lcb["shared_runs"],
             }
     result = report(programs, ours, peer, {"evalplus": ep_times, "ours": our_times}) if programs else {}
     print_ratios(per_set)
