@@ -16,6 +16,10 @@ from rlvr.sandbox.code.running.output import Sink
 
 #: Pipes to and from children are enlarged to this (fewer wakeups for large values).
 PIPE_BYTES = 1 << 20
+#: stderr's pipe keeps the kernel's default size (no comparison reads it), so it is read in
+#: pieces of that size: a read asks ``os.read`` for a buffer of the size requested, and a buffer
+#: of ``PIPE_BYTES`` for at most 64 KiB is a fresh mapping whose pages each read faults in again.
+STDERR_READ = 1 << 16
 
 
 class SetupFailed(RuntimeError):
@@ -124,11 +128,11 @@ def pump(
             for fd in r_ready:
                 if fd == child.pidfd:
                     continue
+                key = "stdout" if fd == fds["stdout"] else "stderr" if fd == fds["stderr"] else "from_child"
                 try:
-                    chunk = os.read(fd, PIPE_BYTES)
+                    chunk = os.read(fd, STDERR_READ if key == "stderr" else PIPE_BYTES)
                 except OSError:
                     chunk = b""
-                key = "stdout" if fd == fds["stdout"] else "stderr" if fd == fds["stderr"] else "from_child"
                 if not chunk:
                     os.close(fd)
                     fds[key] = None
