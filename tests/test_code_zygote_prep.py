@@ -189,3 +189,16 @@ def test_the_ipc_sweep_removes_every_segment_semaphore_set_and_queue():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["4", "0"]
+
+
+def test_a_uid_is_not_handed_out_again_while_remembered(monkeypatch):
+    """The zygote remembers its last ``REMEMBERED_UIDS`` uids in order and as a set (a draw is
+    a set lookup, not a scan of the window): a uid drawn again inside the window is redrawn,
+    one that has left the window may come back, and the two records never disagree."""
+    zygote = Zygote(isolated=False)
+    monkeypatch.setattr(Zygote, "REMEMBERED_UIDS", 3)
+    draws = iter([1, 2, 1, 3, 2, 4, 1, 5, 4, 6, 7])
+    monkeypatch.setattr("rlvr.sandbox.code.isolation.zygote.sandbox_uid", lambda: next(draws))
+    handed = [zygote.uid() for _ in range(7)]
+    assert handed == [1, 2, 3, 4, 1, 5, 6]
+    assert list(zygote.recent_uids) == [1, 5, 6] and zygote.recent_uid_set == {1, 5, 6}
