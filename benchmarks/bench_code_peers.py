@@ -361,6 +361,7 @@ def main() -> None:
     )
     parser.add_argument("--append", action="store_true", help="append to the fixture instead of replacing it")
     args = parser.parse_args()
+    rounds = max(1, args.rounds)
     chosen = args.sets.split(",")
     datasets = [d for d in chosen if d in DATASETS]
     tasks = set(args.tasks.split(",")) if args.tasks else None
@@ -391,7 +392,7 @@ def main() -> None:
             mine_all = [p for p in programs if p["dataset"] == dataset]
             peer_runs: list[float] = []
             ours_runs: list[float] = []
-            for _ in range(max(1, args.rounds)):
+            for _ in range(rounds):
                 verdicts, times = run_evalplus(dataset, rows[dataset], timed(mine_all), work, args.workers, "warm")
                 mine, seconds = ours_warm(dataset, timed(mine_all), args.workers)
                 peer_runs.append(times["warm"])
@@ -425,9 +426,7 @@ def main() -> None:
                 **floor,
             }
         if LCB in chosen:
-            lcb = livecodebench_phase(
-                args.workers, args.lcb_per_class, args.lcb_slow, args.lcb_limit, max(1, args.rounds)
-            )
+            lcb = livecodebench_phase(args.workers, args.lcb_per_class, args.lcb_slow, args.lcb_limit, rounds)
             per_set[LCB] = {
                 "peer": "LiveCodeBench (nvidia-livecodebench)",
                 "programs": lcb["programs"],

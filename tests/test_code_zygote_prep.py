@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,30 @@ host = [m for m in sys.modules if m.split(".")[:2] in (["rlvr", "harness"], ["rl
 path_ok = sys.path[-1] == "/site" and all(os.path.isdir(p) for p in sys.path[:-1])
 print("OK" if not host and path_ok else f"host modules {host[:5]} path {sys.path}")
 """
+
+
+def judge_in_fresh_process(program: str, tests: list[dict], *, unsafe: bool = False, preamble: str = "") -> dict:
+    """``program`` graded on ``tests`` in a fresh interpreter that runs ``preamble``, then forks
+    a zygote (isolated unless ``unsafe``) as a judge's ``main`` does; the judge's reply."""
+    script = "\n".join(
+        [
+            "import json",
+            preamble,
+            "from rlvr.sandbox.code.isolation import box",
+            "from rlvr.sandbox.code.isolation.zygote import start_zygote",
+            "from rlvr.sandbox.code.judging import judge",
+            f"judge.ISOLATION = (True, '') if {unsafe!r} else judge.isolation_available()",
+            f"box.ZYGOTE = start_zygote(not {unsafe!r})",
+            "from rlvr.sandbox.code.verify import CodeGrader",
+            f"_, request, _ = CodeGrader(workers=1, unsafe={unsafe!r}).prepare({program!r}, {tests!r})",
+            "print(json.dumps(judge.handle(dict(request))))",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 JSON = st.recursive(
@@ -104,25 +127,11 @@ def test_a_sandbox_sees_the_template_import_path_and_no_host_modules_of_its_zygo
     """The zygote is forked here from a process that has loaded the harness (as a caller
     embedding the judge would): the program still sees none of it, and an import path of
     directories that exist in the sandbox, ending in ``/site``, from which numpy imports."""
-    script = textwrap.dedent(
-        f"""
-        import json, sys
-        import rlvr.harness.grading  # the caller's own modules, loaded before the zygote forks
-        from rlvr.sandbox.code.isolation import box
-        from rlvr.sandbox.code.isolation.zygote import start_zygote
-        from rlvr.sandbox.code.judging import judge
-        judge.ISOLATION = judge.isolation_available()
-        box.ZYGOTE = start_zygote(True)
-        from rlvr.sandbox.code.verify import CodeGrader
-        _, request, _ = CodeGrader(workers=1).prepare({SANDBOX_VIEW!r}, [{{"input": "", "output": "OK"}}])
-        print(json.dumps(judge.handle(dict(request))))
-        """
+    reply = judge_in_fresh_process(
+        SANDBOX_VIEW,
+        [{"input": "", "output": "OK"}],
+        preamble="import rlvr.harness.grading  # the caller's own modules, loaded before the zygote forks",
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    reply = json.loads(done.stdout.strip().splitlines()[-1])
     assert reply.get("passed") == 1, reply
 
 
@@ -145,25 +154,7 @@ def test_a_program_sees_exactly_the_sandbox_environment(unsafe, monkeypatch):
     monkeypatch.setenv("RLVR_PROBE_SECRET", "hf_probe_secret")
     expected = {k: v for k, v in child.SANDBOX_ENV.items() if k not in ("HOME", "TMPDIR")}
     program = f"EXPECTED = {expected!r}\n" + ENVIRONMENT_VIEW
-    script = textwrap.dedent(
-        f"""
-        import json
-        from rlvr.sandbox.code.isolation import box
-        from rlvr.sandbox.code.isolation.zygote import start_zygote
-        from rlvr.sandbox.code.judging import judge
-        judge.ISOLATION = (True, "") if {unsafe!r} else judge.isolation_available()
-        box.ZYGOTE = start_zygote(not {unsafe!r})
-        from rlvr.sandbox.code.verify import CodeGrader
-        grader = CodeGrader(workers=1, unsafe={unsafe!r})
-        _, request, _ = grader.prepare({program!r}, [{{"input": "", "output": "OK"}}] * 2)
-        print(json.dumps(judge.handle(dict(request))))
-        """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    reply = json.loads(done.stdout.strip().splitlines()[-1])
+    reply = judge_in_fresh_process(program, [{"input": "", "output": "OK"}] * 2, unsafe=unsafe)
     assert reply.get("passed") == 2, reply
 
 

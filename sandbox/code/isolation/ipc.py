@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ctypes
 
+from rlvr.sandbox.code.isolation.primitives import libc_function
+
 IPC_RMID = 0
 #: (info command, stat command) per kind: ``*_INFO`` returns the highest index in use,
 #: ``*_STAT`` turns an index into the object's identifier.
@@ -18,23 +20,13 @@ SHM_INFO, SHM_STAT = 14, 13
 SEM_INFO, SEM_STAT = 19, 18
 MSG_INFO, MSG_STAT = 12, 11
 
-_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded before the sandbox's root is entered
 _BUFFER = ctypes.create_string_buffer(1024)  # larger than every *_ds / *info structure
 _BUFFER_ADDRESS = ctypes.addressof(_BUFFER)
-
-
-def _control(name: str, *argtypes: object) -> object:
-    """``shmctl``/``msgctl``/``semctl`` with their arguments declared once: PID 1 calls them
-    after every test, and a declared call makes no ctypes objects (each object made after a
-    fork costs copied pages)."""
-    function = _LIBC[name]
-    function.argtypes, function.restype = argtypes, ctypes.c_int
-    return function
-
-
-_SHMCTL = _control("shmctl", ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
-_MSGCTL = _control("msgctl", ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
-_SEMCTL = _control("semctl", ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+#: Declared once: PID 1 calls these after every test, and a declared call makes no ctypes
+#: objects (each object made after a fork costs copied pages).
+_SHMCTL = libc_function("shmctl", ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+_MSGCTL = libc_function("msgctl", ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+_SEMCTL = libc_function("semctl", ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
 
 
 def _sweep(control: object, info: int, stat: int, with_semnum: bool) -> int:

@@ -57,25 +57,25 @@ def sandbox_uid() -> int:
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _prototyped(name: str, restype: Any, *argtypes: Any) -> Any:
+def libc_function(name: str, restype: Any, *argtypes: Any) -> Any:
     """A C library function with its argument types declared once: a call converts plain ints
     and bytes and makes no ctypes objects (a supervisor or test child calls these right after a
-    fork, where every object made costs copied pages)."""
+    fork, where every object made costs copied pages). Its errors read with ``ctypes.get_errno``."""
     function = _libc[name]
     function.argtypes, function.restype = argtypes, restype
     return function
 
 
-_unshare = _prototyped("unshare", ctypes.c_int, ctypes.c_int)
-_setns = _prototyped("setns", ctypes.c_int, ctypes.c_int, ctypes.c_int)
-_mount = _prototyped(
+_unshare = libc_function("unshare", ctypes.c_int, ctypes.c_int)
+_setns = libc_function("setns", ctypes.c_int, ctypes.c_int, ctypes.c_int)
+_mount = libc_function(
     "mount", ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p
 )
-_umount2 = _prototyped("umount2", ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
-_prctl = _prototyped(
+_umount2 = libc_function("umount2", ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
+_prctl = libc_function(
     "prctl", ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong
 )
-_syscall3 = _prototyped("syscall", ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_void_p)
+_syscall3 = libc_function("syscall", ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_void_p)
 
 
 class IsolationError(OSError):

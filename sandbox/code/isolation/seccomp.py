@@ -22,6 +22,8 @@ import errno
 import platform
 import struct
 
+from rlvr.sandbox.code.isolation.primitives import libc_function
+
 AUDIT_ARCH_X86_64 = 0xC000003E
 X32_SYSCALL_BIT = 0x40000000
 AF_UNIX = 1
@@ -164,9 +166,9 @@ _BUFFER = ctypes.create_string_buffer(_PROGRAM, len(_PROGRAM))
 _FPROG = _SockFprog(len(_PROGRAM) // 8, ctypes.cast(_BUFFER, ctypes.c_void_p))
 _FPROG_ADDRESS = ctypes.addressof(_FPROG)
 #: Declared once: a test child's call converts plain ints and makes no ctypes objects.
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-_PRCTL.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
-_PRCTL.restype = ctypes.c_int
+_PRCTL = libc_function(
+    "prctl", ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong
+)
 
 
 def install() -> None:

@@ -109,15 +109,14 @@ class StrippedLines:
         self.breaks = 0  # line breaks since the last visible byte
 
     def add(self, chunk: bytes) -> bool:
-        visible = chunk.translate(None, _BLANK)
+        visible, breaks = chunk.translate(None, _BLANK), chunk.count(b"\n")
         if not visible:
-            breaks = chunk.count(b"\n")
             if breaks:
                 self._line_break(breaks)
             elif self.in_line:
                 self._hold(chunk)
             return True
-        if chunk.count(b"\n") <= max(len(visible), LONG_BLANK_RUN):
+        if breaks <= max(len(visible), LONG_BLANK_RUN):
             return self._lines(chunk)
         # More line breaks than visible bytes: long runs of blank (or whitespace-only) lines,
         # which only add to the count of line breaks, are counted at C speed instead of visited
