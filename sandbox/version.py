@@ -6,7 +6,7 @@ under different semantics are never silently compared.
 
 PACKAGE_VERSION = "0.1.0"
 MATH_VERIFIER_VERSION = "1.4.0"
-CODE_VERIFIER_VERSION = "2.3.0"
+CODE_VERIFIER_VERSION = "2.3.1"
 
 MATH_VERIFIER = f"rlvr-math@{MATH_VERIFIER_VERSION}"
 CODE_VERIFIER = f"rlvr-code@{CODE_VERIFIER_VERSION}"

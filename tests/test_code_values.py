@@ -3,6 +3,7 @@ bounded time and memory (results come from the program's process)."""
 
 import math
 import random
+import struct
 import time
 from collections import Counter, OrderedDict, namedtuple
 
@@ -12,7 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rlvr.sandbox.code.judging.decoding import Decoder, decode, safe_set
 from rlvr.sandbox.code.judging.encoded_facts import plain_encoded, shallow_is_floats
-from rlvr.sandbox.code.running.values import SET, Encoder, MalformedValue, Opaque, Unencodable, _varuint, encode
+from rlvr.sandbox.code.running.values import (
+    LIST,
+    MIXED_LIST,
+    SET,
+    Encoder,
+    MalformedValue,
+    Opaque,
+    Unencodable,
+    _varuint,
+    encode,
+)
 
 scalars = st.one_of(
     st.none(),
@@ -91,6 +102,73 @@ def test_long_numeric_lists_are_packed():
     for value in [list(range(100)), [0.5] * 100, [1, 2.5, True, -3] * 30, [2**63 - 1, -(2**63)] * 10]:
         assert same(decode(encode(value)), value)
     assert len(encode(list(range(1000)))) < 8100
+
+
+def _mixed_list_by_struct(value: list) -> bytes:
+    """``MIXED_LIST``'s bytes as the format defines them: a type code per element, then one
+    little-endian word per element packed by ``struct`` code by code."""
+    codes = bytes({int: ord("q"), float: ord("d"), bool: ord("?")}[type(x)] for x in value)
+    head = bytearray([1, MIXED_LIST])
+    _varuint(len(value), head)
+    return bytes(head) + codes + struct.pack("<" + codes.decode().replace("?", "q"), *value)
+
+
+_SPECIAL_FLOATS = st.sampled_from([0.0, -0.0, math.inf, -math.inf, 5e-324, 1e308, float("nan")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(st.floats(allow_nan=True), _SPECIAL_FLOATS), min_size=3, max_size=200),
+    st.lists(
+        st.tuples(
+            st.integers(0, 10**6),
+            st.one_of(
+                st.booleans(),
+                st.integers(-(2**63), 2**63 - 1),
+                st.sampled_from([2**63, -(2**63) - 1]),
+                st.builds(pow, st.just(10), st.just(400)),  # beyond a double's range
+            ),
+        ),
+        max_size=20,
+    ),
+    st.sampled_from([64, 1 << 20]),
+)
+def test_mixed_lists_mostly_of_floats_have_the_formats_bytes(floats, extras, chunk):
+    """A float list with a few ints or bools is packed as doubles and has those words rewritten:
+    the bytes (streamed or not) are the format's, and an int beyond 64 bits still leaves the
+    list unpacked."""
+    value: list = list(floats)
+    for at, item in extras:
+        value.insert(at % (len(value) + 1), item)
+    parts: list = []
+    streamed = Encoder(sink=lambda part: parts.append(bytes(part)), chunk=chunk).encode(value)
+    whole = encode(value)
+    assert b"".join(parts) + streamed == whole
+    if any(type(x) is int and not -(2**63) <= x < 2**63 for x in value):
+        assert whole[1] == LIST
+    elif len({type(x) for x in value}) > 1:
+        assert whole == _mixed_list_by_struct(value)
+    assert same(decode(whole), value)
+
+
+def test_a_table_whose_last_column_cannot_be_packed_streams_intact():
+    """Rows of tuples travel by columns; when a later column cannot be packed (an int beyond
+    64 bits) the rows go the generic way, and no earlier column may have reached the sink."""
+    rows = [(0.5, 1.5, 2**64 if i == 999 else 1) for i in range(1000)]
+    parts: list = []
+    rest = Encoder(sink=parts.append, chunk=64).encode([rows])
+    streamed = b"".join(bytes(part) for part in parts) + rest
+    assert streamed == encode([rows])
+    assert same(decode(streamed), [rows])
+
+
+def test_packed_lists_stream_their_words_uncopied():
+    """A long packed list reaches the sink as the words themselves, not a copy in the buffer."""
+    for value in (list(range(5000)), [0.5] * 5000, [1, 3] + [0.5] * 5000):
+        parts: list = []
+        rest = Encoder(sink=parts.append, chunk=4096).encode(value)
+        assert any(isinstance(part, memoryview) and len(part) == 8 * len(value) for part in parts)
+        assert b"".join(bytes(part) for part in parts) + rest == encode(value)
 
 
 def test_subclasses_of_builtins_encode_as_their_base_without_running_their_methods():

@@ -10,6 +10,10 @@ import rlvr
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(rlvr.__file__)))
 #: The judge starts with only these variables: nothing a program could find in memory is secret.
 JUDGE_ENV_KEYS = ("PATH", "LANG", "HOME", "RLVR_CACHE_DIR", "RLVR_SANDBOX_ISOLATION", "RLVR_SANDBOX_CGROUPS")
+#: The judge's numpy (tolerance comparisons of a few values) runs on one thread: OpenBLAS's
+#: pool keeps a second thread spinning through every small numpy call, which doubled the CPU
+#: of ``numpy.allclose`` here and took it from the programs being graded.
+SINGLE_THREADED_NUMPY = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def judge_env() -> dict[str, str]:
@@ -21,4 +25,5 @@ def judge_env() -> dict[str, str]:
     env["PYTHONPATH"] = PACKAGE_ROOT
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONSAFEPATH"] = "1"
+    env.update(SINGLE_THREADED_NUMPY)
     return env

@@ -92,7 +92,7 @@ def expected_outputs(
             expected = [Expected(*row) for row in cached["expected"]]
             for e in expected:
                 if e.encoded is None:
-                    blobs.load(e.digest)  # still there and intact
+                    blobs.check(e.digest)  # still there and intact
             return cached["inputs"], expected
         except (ValueError, TypeError, KeyError, OSError):
             path.unlink(missing_ok=True)

@@ -203,7 +203,7 @@ class CallReader:
                     return True
                 if len(data) - pos < 4 + size:
                     return False
-                self.chunks.append(bytes(data[pos + 4 : pos + 4 + size]))
+                self.chunks.append(bytes(memoryview(data)[pos + 4 : pos + 4 + size]))
                 self.received += size
                 inbox.pos += 4 + size
         return False

@@ -44,6 +44,8 @@ _MIXED_CODE = {int: ord("q"), float: ord("d"), bool: ord("?")}
 #: (NaN, complex, opaque, numpy, handles, instances, lists of raw floats).
 PLAIN_BYTES = bytes(b for b in range(256) if b not in (5, 6, 15, 16, 17, 18, 19, 21, 22, 23, 24))
 MIXED_FORMAT = bytes.maketrans(b"?", b"q")
+#: A mixed list with at most one int or bool in this many elements is packed as doubles first.
+FEW_INTS = 16
 #: numpy dtype kinds that travel as raw bytes (bool, ints, floats, complex, bytes, unicode).
 NUMPY_KINDS = "biufcSU"
 
@@ -112,6 +114,37 @@ def _varuint(n: int, out: bytearray) -> None:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
+
+
+def _mixed_words(v: list) -> tuple[bytes, memoryview] | None:
+    """A list of int, float and bool as ``MIXED_LIST``'s type codes and little-endian words
+    (None when an int does not fit 64 bits). A float sequence with a few ints (``[1, 3, 2.0,
+    8.0, ...]``) packs as doubles in one C pass and has its few ints rewritten in place; other
+    mixes take one ``struct`` code per element, several times slower on a long list. Both give
+    the same bytes."""
+    codes = bytes(map(_MIXED_CODE.__getitem__, map(type, v)))
+    if len(codes) - codes.count(b"d") > len(codes) // FEW_INTS:
+        try:
+            return codes, memoryview(struct.pack("<" + codes.translate(MIXED_FORMAT).decode(), *v))
+        except struct.error:
+            return None
+    try:
+        doubles = array("d", v)
+    except OverflowError:  # an int beyond a double's range is beyond 64 bits too
+        return None
+    if len(doubles) != len(codes):  # another thread of the program changed the list
+        return None
+    raw = memoryview(doubles).cast("B")
+    words = raw.cast("q")
+    for code in b"q?":
+        at = codes.find(code)
+        while at >= 0:
+            word = int.__index__(v[at])
+            if not -(1 << 63) <= word < 1 << 63:
+                return None
+            words[at] = word
+            at = codes.find(code, at + 1)
+    return codes, raw
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,38 +244,38 @@ class Encoder:
             if len(arities) != 1 or not 0 < next(iter(arities)) <= 255:
                 return False
             arity = next(iter(arities))
-            mark = len(out)
-            out.append(TUPLE_TABLE)
-            _varuint(len(v), out)
-            out.append(arity)
-            out.append(kinds == {list})
+            # Built aside and added whole: a column that cannot be packed sends the rows the
+            # generic way, and nothing of the columns before it may have gone to the sink.
+            table = bytearray([TUPLE_TABLE])
+            _varuint(len(v), table)
+            table.append(arity)
+            table.append(kinds == {list})
             for column in zip(*v):
-                if not self._packed(list(column), out, columns=False):
-                    del out[mark:]
+                if not self._packed(list(column), table, columns=False):
                     return False
+            self._room(out, len(table))
+            self._raw(table, out)
             return True
         if kinds == {int}:
             try:
-                raw = array("q", v).tobytes()
+                raw = memoryview(array("q", v)).cast("B")
             except OverflowError:
                 return False
             tag, types = INT64_LIST, b""
         elif kinds == {float}:
-            raw, tag, types = array("d", v).tobytes(), FLOAT_LIST, b""
+            raw, tag, types = memoryview(array("d", v)).cast("B"), FLOAT_LIST, b""
         elif kinds <= {int, float, bool}:
-            types = bytes(map(_MIXED_CODE.__getitem__, map(type, v)))
-            try:
-                raw = struct.pack("<" + types.translate(MIXED_FORMAT).decode(), *v)
-            except struct.error:
+            mixed = _mixed_words(v)
+            if mixed is None:
                 return False
-            tag = MIXED_LIST
+            (types, raw), tag = mixed, MIXED_LIST
         else:
             return False
         self._room(out, len(raw) + len(types))
         out.append(tag)
         _varuint(len(v), out)
         out += types
-        out += raw
+        self._raw(raw, out)
         return True
 
     def _int(self, v: int, out: bytearray) -> None:
@@ -263,6 +296,10 @@ class Encoder:
         self._room(out, len(data))
         out.append(tag)
         _varuint(len(data), out)
+        self._raw(data, out)
+
+    def _raw(self, data: bytes | memoryview, out: bytearray) -> None:
+        """Bytes that follow their header as they are (``len`` counts bytes)."""
         if self.sink is not None and out is self.root and len(data) >= self.chunk:
             self.sink(bytes(out))  # a large string or bytes goes out as it is, uncopied
             self.sink(data)

@@ -1,0 +1,75 @@
+"""The cache of reference outputs: large expected values live in a content-addressed blob store,
+checked when a cached reference is loaded, hashed once per process while their file is unchanged,
+and stored again when found corrupt."""
+
+import os
+
+import pytest
+from rlvr.sandbox.code.judging import blobs
+from rlvr.sandbox.code.judging.reference import expected_outputs
+from rlvr.sandbox.code.verify import CodeGrader
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLVR_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _touch_later(path, seconds: int = 5) -> None:
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + seconds * 10**9))
+
+
+def test_an_unchanged_blob_is_hashed_once_and_a_changed_one_again(cache, monkeypatch):
+    name = blobs.store(b"v" * 100_000)
+    reads = []
+    real_load = blobs.load
+    monkeypatch.setattr(blobs, "load", lambda n: reads.append(n) or real_load(n))
+    blobs.check(name)
+    blobs.check(name)
+    assert reads == [name]
+    path = blobs._path(name)
+    path.write_bytes(b"w" * 100_000)  # same size, other bytes
+    _touch_later(path)
+    with pytest.raises(ValueError):
+        blobs.check(name)
+    assert not path.exists()  # removed, so the value is stored anew
+    with pytest.raises(FileNotFoundError):
+        blobs.check(name)
+
+
+def test_a_cached_reference_with_a_corrupt_blob_is_computed_and_stored_again(cache):
+    reference = "def f(n):\n    return 'x' * n\n"
+    with CodeGrader(workers=1) as grader:
+        inputs, expected = expected_outputs(reference, [[200_000], [3]], "f", grader)
+        big = expected[0]
+        assert big.encoded is None and expected[1].encoded is not None  # by digest / inline
+        path = blobs._path(big.digest)
+        intact = path.read_bytes()
+        path.write_bytes(intact[:-1] + b"y")
+        _touch_later(path)
+        again_inputs, again = expected_outputs(reference, [[200_000], [3]], "f", grader)
+    assert again_inputs == inputs and [e.digest for e in again] == [e.digest for e in expected]
+    assert path.read_bytes() == intact
+    assert blobs.load(big.digest) == intact
+
+
+def test_the_judges_numpy_runs_on_one_thread():
+    """A tolerance comparison imports numpy in the judge; OpenBLAS's pool would keep a second
+    thread spinning through each small call (it doubled ``numpy.allclose``'s CPU)."""
+    with CodeGrader(workers=1) as grader:
+        grader.warm_up()
+        (pid,) = grader.pool.pids()
+        environ = dict(item.split("=", 1) for item in open(f"/proc/{pid}/environ").read().split("\0") if "=" in item)
+        assert {environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")} == {"1"}
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+        verdict = grader.verify(
+            "```python\ndef f(x):\n    return [x + 1e-9, 0.5]\n```",
+            [{"args": [1.0], "expected": [1.0, 0.5]}],
+            fn_name="f",
+            compare={"rule": "evalplus", "atol": 1e-6},
+        )
+        assert verdict.correct
+        assert "numpy" in open(f"/proc/{pid}/maps").read()
+        assert len(os.listdir(f"/proc/{pid}/task")) == threads
