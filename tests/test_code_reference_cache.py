@@ -23,20 +23,45 @@ def _touch_later(path, seconds: int = 5) -> None:
 
 def test_an_unchanged_blob_is_hashed_once_and_a_changed_one_again(cache, monkeypatch):
     name = blobs.store(b"v" * 100_000)
-    reads = []
-    real_load = blobs.load
-    monkeypatch.setattr(blobs, "load", lambda n: reads.append(n) or real_load(n))
+    hashed = []
+    real_digest = blobs.digest
+    monkeypatch.setattr(blobs, "digest", lambda data: hashed.append(len(data)) or real_digest(data))
     blobs.check(name)
     blobs.check(name)
-    assert reads == [name]
+    assert hashed == [100_000]
     path = blobs._path(name)
     path.write_bytes(b"w" * 100_000)  # same size, other bytes
+    # A later modification time: a rewrite within the clock's tick that keeps the size would
+    # keep the stamp (the judge's own ``load`` still hashes what it reads).
     _touch_later(path)
     with pytest.raises(ValueError):
         blobs.check(name)
+    assert len(hashed) == 2
     assert not path.exists()  # removed, so the value is stored anew
     with pytest.raises(FileNotFoundError):
         blobs.check(name)
+
+
+def test_a_corrupt_blob_replaced_meanwhile_is_left_alone(cache, monkeypatch):
+    """Another process may store the value again between our read and our removal: its new
+    file (another inode) stays."""
+    name = blobs.store(b"v" * 1000)
+    path = blobs._path(name)
+    path.write_bytes(b"w" * 1000)
+    real_digest = blobs.digest
+
+    def digest_then_replace(data):
+        fresh = path.with_suffix(".fresh")
+        fresh.write_bytes(b"v" * 1000)
+        fresh.replace(path)  # as ``store`` does: a new file renamed into place
+        return real_digest(data)
+
+    monkeypatch.setattr(blobs, "digest", digest_then_replace)
+    with pytest.raises(ValueError):
+        blobs.check(name)
+    monkeypatch.setattr(blobs, "digest", real_digest)
+    assert path.read_bytes() == b"v" * 1000
+    blobs.check(name)
 
 
 def test_a_cached_reference_with_a_corrupt_blob_is_computed_and_stored_again(cache):

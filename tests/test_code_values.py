@@ -4,12 +4,13 @@ bounded time and memory (results come from the program's process)."""
 import math
 import random
 import struct
+import sys
 import time
 from collections import Counter, OrderedDict, namedtuple
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rlvr.sandbox.code.judging.decoding import Decoder, decode, safe_set
 from rlvr.sandbox.code.judging.encoded_facts import plain_encoded, shallow_is_floats
@@ -117,6 +118,11 @@ _SPECIAL_FLOATS = st.sampled_from([0.0, -0.0, math.inf, -math.inf, 5e-324, 1e308
 
 
 @settings(max_examples=300, deadline=None)
+@example([0.5] * 40, [(0, 7)], 1 << 20)
+@example([1.5] * 60, [(0, True), (1, float("nan")), (2, -0.0)], 64)
+@example([0.5] * 40, [(0, 2**63)], 64)
+@example([0.5] * 40, [(7, -(2**63)), (39, 2**63 - 1)], 64)
+@example([-0.0, 0.5] * 30, [(5, 10**400)], 1 << 20)
 @given(
     st.lists(st.one_of(st.floats(allow_nan=True), _SPECIAL_FLOATS), min_size=3, max_size=200),
     st.lists(
@@ -160,6 +166,32 @@ def test_a_table_whose_last_column_cannot_be_packed_streams_intact():
     streamed = b"".join(bytes(part) for part in parts) + rest
     assert streamed == encode([rows])
     assert same(decode(streamed), [rows])
+
+
+def test_a_list_changed_while_it_is_encoded_goes_the_generic_way():
+    """The program's other thread, a signal handler or a trace hook can change its value while
+    the child encodes it: the packed form is dropped and the list is encoded as it now is."""
+    for change in (lambda v: v.__setitem__(0, 2.5), lambda v: v.__setitem__(0, "x"), list.clear):
+        value = [1] + [0.5] * 100
+        changed = []
+
+        def local(frame, event, arg):
+            if event == "line" and "words" in frame.f_locals and not changed:
+                change(value)
+                changed.append(True)
+            return local
+
+        def tracer(frame, event, arg):
+            return local if frame.f_code.co_name == "_mixed_words" else None
+
+        sys.settrace(tracer)
+        try:
+            encoded = encode(value)
+        finally:
+            sys.settrace(None)
+        assert changed
+        assert encoded[1] == LIST
+        assert same(decode(encoded), value)
 
 
 def test_packed_lists_stream_their_words_uncopied():

@@ -46,6 +46,7 @@ PLAIN_BYTES = bytes(b for b in range(256) if b not in (5, 6, 15, 16, 17, 18, 19,
 MIXED_FORMAT = bytes.maketrans(b"?", b"q")
 #: A mixed list with at most one int or bool in this many elements is packed as doubles first.
 FEW_INTS = 16
+
 #: numpy dtype kinds that travel as raw bytes (bool, ints, floats, complex, bytes, unicode).
 NUMPY_KINDS = "biufcSU"
 
@@ -118,32 +119,29 @@ def _varuint(n: int, out: bytearray) -> None:
 
 def _mixed_words(v: list) -> tuple[bytes, memoryview] | None:
     """A list of int, float and bool as ``MIXED_LIST``'s type codes and little-endian words
-    (None when an int does not fit 64 bits). A float sequence with a few ints (``[1, 3, 2.0,
-    8.0, ...]``) packs as doubles in one C pass and has its few ints rewritten in place; other
-    mixes take one ``struct`` code per element, several times slower on a long list. Both give
-    the same bytes."""
-    codes = bytes(map(_MIXED_CODE.__getitem__, map(type, v)))
-    if len(codes) - codes.count(b"d") > len(codes) // FEW_INTS:
-        try:
-            return codes, memoryview(struct.pack("<" + codes.translate(MIXED_FORMAT).decode(), *v))
-        except struct.error:
-            return None
+    (None when an int does not fit 64 bits, or when the list changed while it was read: another
+    thread of the program, a hook). A float sequence with a few ints (``[1, 3, 2.0, 8.0, ...]``)
+    packs as doubles in one C pass and has its few ints rewritten in place; other mixes take one
+    ``struct`` code per element, several times slower on a long list. Both give the same bytes."""
     try:
+        codes = bytes(map(_MIXED_CODE.__getitem__, map(type, v)))
+        if len(codes) - codes.count(b"d") > len(codes) // FEW_INTS:
+            return codes, memoryview(struct.pack("<" + codes.translate(MIXED_FORMAT).decode(), *v))
         doubles = array("d", v)
-    except OverflowError:  # an int beyond a double's range is beyond 64 bits too
-        return None
-    if len(doubles) != len(codes):  # another thread of the program changed the list
-        return None
-    raw = memoryview(doubles).cast("B")
-    words = raw.cast("q")
-    for code in b"q?":
-        at = codes.find(code)
-        while at >= 0:
-            word = int.__index__(v[at])
-            if not -(1 << 63) <= word < 1 << 63:
-                return None
-            words[at] = word
-            at = codes.find(code, at + 1)
+        if len(doubles) != len(codes):
+            return None
+        raw = memoryview(doubles).cast("B")
+        words = raw.cast("q")
+        for code in b"q?":
+            at = codes.find(code)
+            while at >= 0:
+                item = v[at]
+                if type(item) is not (bool if code == 63 else int) or not -(1 << 63) <= item < 1 << 63:
+                    return None
+                words[at] = int(item)
+                at = codes.find(code, at + 1)
+    except (struct.error, OverflowError, KeyError, TypeError, IndexError):
+        return None  # an int beyond a double's range is beyond 64 bits too
     return codes, raw
 
 
@@ -223,60 +221,68 @@ class Encoder:
         else:
             self._other(v, t, out, depth)
 
-    def _packed(self, v: list, out: bytearray, columns: bool = True) -> bool:
+    def _packed(self, v: list, out: bytearray) -> bool:
         """Long lists as raw machine words or text (C speed both ways): numbers of one type, or a
         mix of int, float and bool with a type byte per element; strings; equal-arity tuples by
-        columns."""
-        if sys.byteorder != "little":
+        columns. All or nothing: the parts go out only once every one of them is made."""
+        parts = self._pack(v)
+        if parts is None:
             return False
-        kinds = set(map(type, v))
-        if kinds == {str}:
-            parts = [x.encode("utf-8", "surrogatepass") for x in v]
-            lengths = array("I", map(len, parts)).tobytes()
-            self._room(out, len(lengths) + sum(map(len, parts)))
-            out.append(STR_LIST)
-            _varuint(len(v), out)
-            out += lengths
-            out += b"".join(parts)
-            return True
-        if (kinds == {tuple} or kinds == {list}) and columns:
-            arities = set(map(len, v))
-            if len(arities) != 1 or not 0 < next(iter(arities)) <= 255:
-                return False
-            arity = next(iter(arities))
-            # Built aside and added whole: a column that cannot be packed sends the rows the
-            # generic way, and nothing of the columns before it may have gone to the sink.
-            table = bytearray([TUPLE_TABLE])
-            _varuint(len(v), table)
-            table.append(arity)
-            table.append(kinds == {list})
-            for column in zip(*v):
-                if not self._packed(list(column), table, columns=False):
-                    return False
-            self._room(out, len(table))
-            self._raw(table, out)
-            return True
-        if kinds == {int}:
-            try:
-                raw = memoryview(array("q", v)).cast("B")
-            except OverflowError:
-                return False
-            tag, types = INT64_LIST, b""
-        elif kinds == {float}:
-            raw, tag, types = memoryview(array("d", v)).cast("B"), FLOAT_LIST, b""
-        elif kinds <= {int, float, bool}:
-            mixed = _mixed_words(v)
-            if mixed is None:
-                return False
-            (types, raw), tag = mixed, MIXED_LIST
-        else:
-            return False
-        self._room(out, len(raw) + len(types))
-        out.append(tag)
-        _varuint(len(v), out)
-        out += types
-        self._raw(raw, out)
+        self._room(out, sum(map(len, parts)))
+        for part in parts:
+            self._raw(part, out)
         return True
+
+    def _pack(self, v: list, columns: bool = True) -> list[bytes | bytearray | memoryview] | None:
+        """The packed form's parts (a header, then raw bytes; a table's columns in turn), or None.
+        The set of element types hashes them: a metaclass's ``__hash__`` and ``__eq__`` run there
+        and can pass a class off as ``int`` or ``tuple``, whose own ``__index__`` or ``__len__``
+        then give the words. That is the program's code making the program's own value, on the
+        call's clock, as returning those numbers would (checking every type by identity would
+        double the cost of a long list)."""
+        if sys.byteorder != "little":
+            return None
+        kinds = set(map(type, v))
+        head = bytearray()
+        try:
+            if kinds == {str}:
+                texts = [str.encode(x, "utf-8", "surrogatepass") for x in v]
+                head.append(STR_LIST)
+                _varuint(len(texts), head)
+                head += array("I", map(len, texts)).tobytes()
+                return [head, b"".join(texts)]
+            if (kinds == {tuple} or kinds == {list}) and columns:
+                arities = set(map(len, v))
+                if len(arities) != 1 or not 0 < next(iter(arities)) <= 255:
+                    return None
+                head.append(TUPLE_TABLE)
+                _varuint(len(v), head)
+                head.append(next(iter(arities)))
+                head.append(kinds == {list})
+                parts: list[bytes | bytearray | memoryview] = [head]
+                for column in zip(*v):
+                    packed = self._pack(list(column), columns=False)
+                    if packed is None:
+                        return None
+                    parts += packed
+                return parts
+            if kinds == {int}:
+                raw, tag, types = memoryview(array("q", v)).cast("B"), INT64_LIST, b""
+            elif kinds == {float}:
+                raw, tag, types = memoryview(array("d", v)).cast("B"), FLOAT_LIST, b""
+            elif kinds <= {int, float, bool}:
+                mixed = _mixed_words(v)
+                if mixed is None:
+                    return None
+                (types, raw), tag = mixed, MIXED_LIST
+            else:
+                return None
+        except (OverflowError, TypeError, ValueError):  # beyond 64 bits, or changed while read
+            return None
+        head.append(tag)
+        _varuint(len(raw) // 8, head)
+        head += types
+        return [head, raw]
 
     def _int(self, v: int, out: bytearray) -> None:
         size = (v + (v < 0)).bit_length() // 8 + 1
