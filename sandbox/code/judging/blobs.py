@@ -70,9 +70,11 @@ def check(name: str) -> None:
         if _INTACT.get(name) == stamp:
             return
         data = fh.read()
-    if digest(data) != name:
+    try:
+        _intact(name, data)
+    except ValueError:
         _remove_if_same(path, stat)
-        raise ValueError(f"blob {name[:12]} is corrupt")
+        raise
     _INTACT[name] = stamp
 
 
@@ -89,7 +91,11 @@ def _remove_if_same(path: Path, stat: os.stat_result) -> None:
 def load(name: str) -> bytes:
     """The bytes stored under ``name``; ``FileNotFoundError`` if absent, ``ValueError`` if the
     file does not hash to its name."""
-    data = _path(name).read_bytes()
+    return _intact(name, _path(name).read_bytes())
+
+
+def _intact(name: str, data: bytes) -> bytes:
+    """``data``, if it hashes to ``name``; else ``ValueError``."""
     if digest(data) != name:
         raise ValueError(f"blob {name[:12]} is corrupt")
     return data

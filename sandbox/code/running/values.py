@@ -136,12 +136,12 @@ def _mixed_words(v: list) -> tuple[bytes, memoryview] | None:
             at = codes.find(code)
             while at >= 0:
                 item = v[at]
-                if type(item) is not (bool if code == 63 else int) or not -(1 << 63) <= item < 1 << 63:
+                if type(item) is not (bool if code == ord("?") else int) or not -(1 << 63) <= item < 1 << 63:
                     return None
                 words[at] = int(item)
                 at = codes.find(code, at + 1)
     except (struct.error, OverflowError, KeyError, TypeError, IndexError):
-        return None  # an int beyond a double's range is beyond 64 bits too
+        return None  # beyond 64 bits (or a double's range), or the list changed meanwhile
     return codes, raw
 
 
@@ -243,11 +243,10 @@ class Encoder:
         if sys.byteorder != "little":
             return None
         kinds = set(map(type, v))
-        head = bytearray()
         try:
             if kinds == {str}:
                 texts = [str.encode(x, "utf-8", "surrogatepass") for x in v]
-                head.append(STR_LIST)
+                head = bytearray([STR_LIST])
                 _varuint(len(texts), head)
                 head += array("I", map(len, texts)).tobytes()
                 return [head, b"".join(texts)]
@@ -255,7 +254,7 @@ class Encoder:
                 arities = set(map(len, v))
                 if len(arities) != 1 or not 0 < next(iter(arities)) <= 255:
                     return None
-                head.append(TUPLE_TABLE)
+                head = bytearray([TUPLE_TABLE])
                 _varuint(len(v), head)
                 head.append(next(iter(arities)))
                 head.append(kinds == {list})
@@ -277,9 +276,9 @@ class Encoder:
                 (types, raw), tag = mixed, MIXED_LIST
             else:
                 return None
-        except (OverflowError, TypeError, ValueError):  # beyond 64 bits, or changed while read
+        except (OverflowError, TypeError):  # beyond 64 bits, or changed while read
             return None
-        head.append(tag)
+        head = bytearray([tag])
         _varuint(len(raw) // 8, head)
         head += types
         return [head, raw]
