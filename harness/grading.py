@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from rlvr.harness.benchmarks.problems import Problem
 from rlvr.harness.errors import UserError
@@ -90,8 +90,29 @@ class EvalGrader:
             self.gold(todo[0])
 
     def grade(self, pairs: Sequence[tuple[Problem, str]]) -> list[Verdict]:
-        self.prepare([p for p, _ in pairs])
-        return self.service.grade([self.item(p, c, i) for i, (p, c) in enumerate(pairs)])
+        """Grade in order. Gold is resolved on ``workers`` threads (EvalPlus references run on
+        every judge at once when they are not cached) while the completions of the problems
+        already resolved are graded: the judges start on the first problem instead of waiting
+        for the caller to prepare the last (HumanEval+'s cached gold is ~1 s of the caller's
+        CPU)."""
+        todo = list({p.id: p for p, _ in pairs if p.id not in self._gold}.values())
+        if len(todo) <= 1:
+            self.prepare(todo)
+            return self.service.grade([self.item(p, c, i) for i, (p, c) in enumerate(pairs)])
+        with ThreadPoolExecutor(max_workers=self.service.code.workers) as pool:
+            resolving = {p.id: pool.submit(self.gold, p) for p in todo}
+
+            def items() -> Iterator[Item]:
+                for index, (problem, completion) in enumerate(pairs):
+                    future = resolving.get(problem.id)
+                    gold = future.result() if future is not None else self.gold(problem)
+                    yield grading_item(problem, completion, index, gold)
+
+            try:
+                return self.service.grade(items())
+            finally:
+                for future in resolving.values():
+                    future.cancel()
 
     def same_answer(self, problem: Problem, a: str, b: str) -> bool:
         """Are two extracted math answers equal under the problem's grading policy? (Used to
@@ -121,25 +142,18 @@ def resolve_gold(problem: Problem, service: GradingService) -> dict[str, Any]:
     spec = gold.pop("differential", None)
     if spec is None:
         return gold
-    from rlvr.sandbox.code.judging.reference import (
-        ReferenceFailed,
-        differential_tests,
-        evalplus_total_s,
-        expected_outputs,
-        not_none_expected,
-    )
+    from rlvr.sandbox.code.judging.reference import ReferenceFailed, evalplus_tests
 
     try:
-        inputs, expected = expected_outputs(spec["reference"], spec["inputs"], gold["fn_name"], service.code)
+        tests, total_s = evalplus_tests(
+            spec["reference"], spec["inputs"], gold["fn_name"], spec.get("groups"), spec.get("oracle"), service.code
+        )
     except ReferenceFailed as exc:
         raise UserError(
             f"{problem.id}: the reference solution failed in this sandbox ({exc}); report it with `rlvr --version`"
         ) from exc
-    if spec.get("oracle") == "not_none":
-        expected = not_none_expected(expected)
-    tests = differential_tests(inputs, expected, spec.get("groups"))
     gold["tests"] = tests
     limits = dict(gold.get("limits") or {})
-    limits.setdefault("total_s", evalplus_total_s(tests))
+    limits.setdefault("total_s", total_s)
     gold["limits"] = limits
     return gold

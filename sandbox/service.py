@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -217,25 +217,35 @@ class GradingService:
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
 
-    def grade(self, items: Sequence[Item]) -> list[Verdict]:
-        """Grade parsed items in order: math in one batch, code in another."""
-        results: list[Verdict | None] = [None] * len(items)
-        groups: dict[str, list[int]] = {"math": [], "code": []}
-        for index, item in enumerate(items):
-            cached = self._cached(item)
-            if cached is not None:
-                results[index] = cached
-            else:
-                groups[item.kind].append(index)
-        if groups["math"]:
-            batch = [{"completion": items[i].completion, **items[i].payload} for i in groups["math"]]
-            for index, verdict in zip(groups["math"], self.math.verify_batch(batch)):
+    def grade(self, items: Iterable[Item]) -> list[Verdict]:
+        """Grade parsed items, verdicts in their order. Code items reach a judge as they are
+        read from ``items`` (a caller may still be preparing the later ones), math items are
+        graded in one batch after them."""
+        results: list[Verdict | None] = []
+        math: list[int] = []
+        code: list[int] = []
+        kept: list[Item] = []
+
+        def code_rows() -> Iterator[dict[str, Any]]:
+            for index, item in enumerate(items):
+                kept.append(item)
+                results.append(self._cached(item))
+                if results[index] is not None:
+                    continue
+                if item.kind == "math":
+                    math.append(index)
+                else:
+                    code.append(index)
+                    yield {"completion": item.completion, **item.payload}
+
+        code_verdicts = self.code.verify_batch(code_rows())
+        for index, verdict in zip(code, code_verdicts):
+            results[index] = verdict
+        if math:
+            batch = [{"completion": kept[i].completion, **kept[i].payload} for i in math]
+            for index, verdict in zip(math, self.math.verify_batch(batch)):
                 results[index] = verdict
-                self._remember(items[index], verdict)
-        if groups["code"]:
-            batch = [{"completion": items[i].completion, **items[i].payload} for i in groups["code"]]
-            for index, verdict in zip(groups["code"], self.code.verify_batch(batch)):
-                results[index] = verdict
+                self._remember(kept[index], verdict)
         shown = (lambda v: v) if self.test_details else redact
         return [shown(r) for r in results if r is not None]
 

@@ -223,6 +223,8 @@ class CodeGrader:
         if isinstance(tests, PreparedTests):
             del request["tests"]  # sent by digest; in full only to a judge that lacks them
             request["tests_ref"], request["_tests_text"] = tests.digest, tests.text
+            if tests.blob is not None:
+                request["tests_blob"] = tests.blob
         return None, request, shown
 
     def _run(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -275,28 +277,28 @@ class CodeGrader:
         return self._finish(self._run(request), request, program, start, partial, prepared_ms)
 
     def verify_batch(self, items: Iterable[Mapping[str, Any]], **options: Any) -> list[Verdict]:
-        """Grade ``{"completion", "tests", "fn_name"?, "starter_code"?, ...}`` items in order."""
-        items = list(items)
-        results: list[Verdict | None] = [None] * len(items)
+        """Grade ``{"completion", "tests", "fn_name"?, "starter_code"?, ...}`` items in order.
+        Each item goes to a judge as soon as it is prepared, so the judges work while the
+        later items (and whatever produces them, when ``items`` is a generator) are read."""
+        results: list[Verdict | None] = []
         jobs = []
-        for index, item in enumerate(items):
-            start = time.perf_counter()
-            merged = {**options, **{k: item[k] for k in OPTIONS if k in item and item[k] is not None}}
-            if "tests" not in item:
-                results[index] = Verdict.bad_input("missing field 'tests'", CODE_VERIFIER)
-                continue
-            done, request, program = self.prepare(item.get("completion"), item["tests"], **merged)
-            if done is not None:
-                results[index] = done
-            else:
-                jobs.append(
-                    (index, request, program, start, bool(merged.get("partial")), (time.perf_counter() - start) * 1000)
-                )
-        if jobs:
-            with ThreadPoolExecutor(max_workers=self.workers) as executor:
-                responses = list(executor.map(lambda job: self._run(job[1]), jobs))
-            for (index, request, program, start, partial, prepared_ms), response in zip(jobs, responses):
-                results[index] = self._finish(response, request, program, start, partial, prepared_ms)
+        with ThreadPoolExecutor(max_workers=self.workers) as executor:
+            for index, item in enumerate(items):
+                results.append(None)
+                start = time.perf_counter()
+                merged = {**options, **{k: item[k] for k in OPTIONS if k in item and item[k] is not None}}
+                if "tests" not in item:
+                    results[index] = Verdict.bad_input("missing field 'tests'", CODE_VERIFIER)
+                    continue
+                done, request, program = self.prepare(item.get("completion"), item["tests"], **merged)
+                if done is not None:
+                    results[index] = done
+                    continue
+                prepared_ms = (time.perf_counter() - start) * 1000
+                response = executor.submit(self._run, request)
+                jobs.append((index, response, request, program, start, bool(merged.get("partial")), prepared_ms))
+            for index, response, request, program, start, partial, prepared_ms in jobs:
+                results[index] = self._finish(response.result(), request, program, start, partial, prepared_ms)
         return [r for r in results if r is not None]
 
     def run_program(

@@ -1,5 +1,6 @@
 """Test lists a judge has seen, by digest: a benchmark problem's tests reach each judge once
-(``PreparedTests``), later requests name them by their SHA-256."""
+(``PreparedTests``), later requests name them by their SHA-256. Tests stored in the blob store
+(cached EvalPlus tests) are read from there: they never cross the pipe."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import hashlib
 import json
 from collections import OrderedDict
 from typing import Any
+
+from rlvr.sandbox.code.judging import blobs
 
 #: Test lists seen by digest (``PreparedTests``): a benchmark problem's tests arrive once.
 TESTS_CACHE: "OrderedDict[str, list[dict[str, Any]]]" = OrderedDict()
@@ -20,12 +23,22 @@ def tests_of(request: dict[str, Any]) -> list[dict[str, Any]] | None:
         return request["tests"]
     digest = request.get("tests_ref")
     if "tests_text" in request:
-        if hashlib.sha256(request["tests_text"].encode()).hexdigest() != digest:
-            raise ValueError("tests_text does not match tests_ref")
-        TESTS_CACHE[digest] = json.loads(request["tests_text"])
-        while len(TESTS_CACHE) > TESTS_CACHE_SIZE:
-            TESTS_CACHE.popitem(last=False)
+        _remember(digest, request["tests_text"])
     if digest in TESTS_CACHE:
         TESTS_CACHE.move_to_end(digest)
         return TESTS_CACHE[digest]
+    if request.get("tests_blob"):
+        try:
+            _remember(digest, blobs.load(request["tests_blob"]).decode())
+        except (OSError, ValueError):
+            return None  # gone, corrupt or not these tests: the caller sends the text
+        return TESTS_CACHE[digest]
     return None
+
+
+def _remember(digest: Any, text: str) -> None:
+    if hashlib.sha256(text.encode()).hexdigest() != digest:
+        raise ValueError("tests_text does not match tests_ref")
+    TESTS_CACHE[digest] = json.loads(text)
+    while len(TESTS_CACHE) > TESTS_CACHE_SIZE:
+        TESTS_CACHE.popitem(last=False)

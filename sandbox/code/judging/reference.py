@@ -21,7 +21,7 @@ from typing import Any
 from rlvr.sandbox.code.judging import blobs
 from rlvr.sandbox.code.judging.compare import describe_value
 from rlvr.sandbox.code.judging.decoding import decode
-from rlvr.sandbox.code.rules.testcases import call_args
+from rlvr.sandbox.code.rules.testcases import BadTests, PreparedTests, call_args, prepare_tests
 from rlvr.sandbox.code.running.values import encode
 from rlvr.sandbox.code.verify import CodeGrader, default_code_grader
 from rlvr.sandbox.version import CODE_VERIFIER
@@ -168,3 +168,63 @@ def not_none_expected(expected: list[Expected]) -> list[Expected]:
     """EvalPlus's ground truth for its "not None" tasks: whether the reference returned a value
     (``[i is not None for i in ret]``), since a regex match object cannot be compared."""
     return [Expected.of(encode(decode(e.raw(), None) is not None), e.wall_ms) for e in expected]
+
+
+def evalplus_tests(
+    reference: str,
+    inputs: list[list[Any]],
+    fn_name: str,
+    groups: list[str] | None = None,
+    oracle: str | None = None,
+    grader: CodeGrader | None = None,
+) -> tuple[PreparedTests, float]:
+    """An EvalPlus problem's tests in the judge's form, with its whole budget
+    (``evalplus_total_s``). Cached whole, beside the expected outputs: a warm run reads one
+    index entry and the serialised tests instead of rebuilding them row by row from the
+    expected outputs (HumanEval+'s 124,253 rows cost the caller ~0.85 s of CPU each run, before
+    any judge started). ``oracle="not_none"``: EvalPlus's "not None" tasks (``not_none_expected``)."""
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                CODE_VERIFIER,
+                "evalplus-tests",
+                reference,
+                fn_name,
+                groups,
+                oracle,
+                EVALPLUS_TIME_FACTOR,
+                EVALPLUS_MIN_TIME_S,
+                EVALPLUS_GROUP_CAP_S,
+            ]
+        ).encode()
+        + pickle.dumps(inputs, protocol=4)
+    ).hexdigest()
+    path = cache_dir() / key[:2] / f"{key}.tests.json"
+    if path.exists():
+        try:
+            index = json.loads(path.read_text())
+            text = blobs.load(index["text"]).decode()
+            tests = json.loads(text)
+            for test in tests:
+                if test.get("expected_digest"):
+                    blobs.check(test["expected_digest"])  # still there and intact
+            digest = hashlib.sha256(text.encode()).hexdigest()
+            return PreparedTests(tuple(tests), fn_name, text, digest, index["text"]), float(index["total_s"])
+        except (ValueError, TypeError, KeyError, OSError, AttributeError):
+            path.unlink(missing_ok=True)
+    encoded, expected = expected_outputs(reference, inputs, fn_name, grader)
+    if oracle == "not_none":
+        expected = not_none_expected(expected)
+    tests = differential_tests(encoded, expected, groups)
+    total_s = evalplus_total_s(tests)
+    try:
+        prepared = prepare_tests(tests, fn_name)
+    except BadTests as exc:
+        raise ReferenceFailed(f"its outputs do not make tests: {exc}") from exc
+    index = {"text": blobs.store(prepared.text.encode()), "total_s": total_s}
+    prepared = PreparedTests(prepared.tests, fn_name, prepared.text, prepared.digest, index["text"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(index))
+    tmp.replace(path)
+    return prepared, total_s

@@ -66,6 +66,9 @@ class PreparedTests:
     fn_name: str | None
     text: str
     digest: str
+    #: The text's name in the blob store when it is stored there (cached EvalPlus tests): a
+    #: judge that lacks the tests reads them from the store instead of asking for them.
+    blob: str | None = None
 
     def __repr__(self) -> str:
         return f"PreparedTests({len(self.tests)} tests, {self.digest[:16]})"
@@ -74,6 +77,8 @@ class PreparedTests:
 
 
 def prepare_tests(tests: Any, fn_name: str | None = None) -> PreparedTests:
+    if isinstance(tests, PreparedTests) and tests.fn_name == fn_name:
+        return tests
     normalized = normalize_tests(tests, fn_name)
     text = json.dumps(normalized, separators=(",", ":"))
     return PreparedTests(tuple(normalized), fn_name, text, hashlib.sha256(text.encode()).hexdigest())

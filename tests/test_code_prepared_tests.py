@@ -1,0 +1,163 @@
+"""Prepared tests on their way to the judges: EvalPlus tests cached whole (the caller does not
+rebuild 100,000 rows each run), read by a judge from the blob store instead of crossing the
+pipe, and items sent to the judges as they are prepared, not after the last one."""
+
+import hashlib
+import json
+import threading
+
+import pytest
+from rlvr.sandbox.code.judging import blobs, known_tests
+from rlvr.sandbox.code.judging.reference import (
+    differential_tests,
+    evalplus_tests,
+    evalplus_total_s,
+    expected_outputs,
+)
+from rlvr.sandbox.code.rules.testcases import prepare_tests
+from rlvr.sandbox.code.verify import CodeGrader
+from rlvr.sandbox.service import GradingService, parse_item
+
+REFERENCE = "def f(n):\n    return 'x' * n\n"
+INPUTS = [[200_000], [3], [0]]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLVR_CACHE_DIR", str(tmp_path))
+    known_tests.TESTS_CACHE.clear()
+    yield tmp_path
+    known_tests.TESTS_CACHE.clear()
+
+
+class NoReference:
+    """A grader that must not be asked to run the reference."""
+
+    def run_collect(self, *args, **kwargs):
+        raise AssertionError("the reference ran again")
+
+
+def test_evalplus_tests_are_cached_whole_and_equal_to_the_rebuilt_ones(cache):
+    with CodeGrader(workers=1) as grader:
+        first, total_s = evalplus_tests(REFERENCE, INPUTS, "f", ["base", "plus", "plus"], None, grader)
+        inputs, expected = expected_outputs(REFERENCE, INPUTS, "f", grader)
+    rebuilt = differential_tests(inputs, expected, ["base", "plus", "plus"])
+    assert first.text == prepare_tests(rebuilt, "f").text  # what the row-by-row path makes
+    assert total_s == evalplus_total_s(rebuilt)
+    assert any(t.get("expected_digest") for t in first.tests)  # the 200,000-character value
+    again, again_total = evalplus_tests(REFERENCE, INPUTS, "f", ["base", "plus", "plus"], None, NoReference())
+    assert (again.text, again.digest, again.blob, again.tests) == (first.text, first.digest, first.blob, first.tests)
+    assert again_total == total_s
+    assert blobs.load(first.blob).decode() == first.text
+    assert hashlib.sha256(first.text.encode()).hexdigest() == first.digest
+    # Another grouping or oracle is another entry, not this one.
+    with pytest.raises(AssertionError, match="ran again"):
+        evalplus_tests(REFERENCE, INPUTS[1:], "f", None, None, NoReference())
+
+
+def test_a_corrupt_cached_text_is_rebuilt(cache):
+    with CodeGrader(workers=1) as grader:
+        first, _ = evalplus_tests(REFERENCE, INPUTS, "f", None, None, grader)
+        path = blobs._path(first.blob)
+        path.write_bytes(path.read_bytes()[:-1] + b"]")
+        again, _ = evalplus_tests(REFERENCE, INPUTS, "f", None, None, grader)
+    assert again.text == first.text and blobs.load(again.blob).decode() == first.text
+
+
+def test_a_cached_text_whose_value_blob_is_gone_is_rebuilt(cache):
+    with CodeGrader(workers=1) as grader:
+        first, _ = evalplus_tests(REFERENCE, INPUTS, "f", None, None, grader)
+        big = next(t["expected_digest"] for t in first.tests if t.get("expected_digest"))
+        blobs._path(big).unlink()
+        again, _ = evalplus_tests(REFERENCE, INPUTS, "f", None, None, grader)
+    assert again.text == first.text
+    assert blobs.exists(big)
+
+
+def _request(text: str, **extra) -> dict:
+    return {"tests_ref": hashlib.sha256(text.encode()).hexdigest(), **extra}
+
+
+def test_a_judge_reads_stored_tests_from_the_blob_store(cache):
+    text = json.dumps([{"kind": "stdin", "input": "1\n", "output": "1\n"}])
+    name = blobs.store(text.encode())
+    assert known_tests.tests_of(_request(text)) is None  # unknown, nothing to read: ask
+    assert known_tests.tests_of(_request(text, tests_blob=name)) == json.loads(text)
+    assert known_tests.tests_of(_request(text)) == json.loads(text)  # known from now on
+
+
+def test_a_judge_asks_for_tests_whose_blob_is_missing_corrupt_or_other(cache):
+    text = json.dumps([{"kind": "stdin", "input": "2\n", "output": "2\n"}])
+    other = blobs.store(b"[]")
+    assert known_tests.tests_of(_request(text, tests_blob=other)) is None  # not these tests
+    name = blobs.store(text.encode())
+    blobs._path(name).write_bytes(text.encode()[:-1] + b" ")
+    assert known_tests.tests_of(_request(text, tests_blob=name)) is None  # corrupt
+    blobs._path(name).unlink()
+    assert known_tests.tests_of(_request(text, tests_blob=name)) is None  # gone
+    assert known_tests.tests_of(_request(text, tests_text=text)) == json.loads(text)
+    with pytest.raises(ValueError):
+        known_tests.tests_of(_request(text, tests_text=text + " "))
+
+
+def test_stored_tests_never_cross_the_pipe(cache):
+    with CodeGrader(workers=1) as grader:
+        prepared, _ = evalplus_tests(REFERENCE, INPUTS, "f", None, None, grader)
+        sent = []
+        call = grader.pool.call
+        grader.pool.call = lambda request, timeout: sent.append(sorted(request)) or call(request, timeout)
+        program = "```python\ndef f(n):\n    return 'x' * n\n```"
+        verdicts = grader.verify_batch([{"completion": program, "tests": prepared, "fn_name": "f"}] * 2)
+    assert [v.reason for v in verdicts] == ["ok", "ok"]
+    assert len(sent) == 2 and not any("tests_text" in keys for keys in sent)
+
+
+def _fake_run(dispatched: threading.Event):
+    def run(request):
+        dispatched.set()
+        return {"reason": "ok", "passed": request["n_tests"], "_elapsed_ms": 1.0}
+
+    return run
+
+
+def test_items_reach_a_judge_before_the_last_one_is_prepared():
+    dispatched = threading.Event()
+    seen = []
+
+    def items():
+        for n in range(3):
+            if n == 2:
+                seen.append(dispatched.wait(10))  # the first items are with a judge already
+            yield {"completion": "print(input())", "tests": [{"input": "1\n", "output": "1\n"}], "language": "python"}
+
+    grader = CodeGrader(workers=2)
+    grader._run = _fake_run(dispatched)
+    verdicts = grader.verify_batch(items())
+    assert seen == [True]
+    assert [v.reason for v in verdicts] == ["ok"] * 3
+
+
+def test_the_service_streams_code_items_and_keeps_the_order_of_mixed_batches():
+    dispatched = threading.Event()
+    seen = []
+    raw = [
+        {"kind": "code", "completion": "print(input())", "tests": [{"input": "1\n", "output": "1\n"}]},
+        {"kind": "math", "completion": "\\boxed{7}", "answer": "7"},
+        {"kind": "math", "completion": "\\boxed{7}", "answer": "8"},
+        {"kind": "code", "completion": "no code here", "tests": [{"input": "1\n", "output": "1\n"}]},
+    ]
+
+    def items():
+        for index, row in enumerate(raw):
+            if index == 3:
+                seen.append(dispatched.wait(10))
+            yield parse_item(row, index)
+
+    service = GradingService(workers=1)
+    try:
+        service.code._run = _fake_run(dispatched)
+        verdicts = service.grade(items())
+    finally:
+        service.close()
+    assert seen == [True]
+    assert [v.reason for v in verdicts] == ["ok", "ok", "wrong_answer", "no_code"]
