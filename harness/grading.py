@@ -9,8 +9,9 @@ come from the same function with the same settings.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from rlvr.harness.benchmarks.problems import Problem
 from rlvr.harness.errors import UserError

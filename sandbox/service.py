@@ -226,6 +226,8 @@ class GradingService:
         code: list[int] = []
         kept: list[Item] = []
 
+        # Reading the code rows also files the math and cached items (``verify_batch`` reads
+        # every row before it returns, so ``math`` and ``kept`` are complete after it).
         def code_rows() -> Iterator[dict[str, Any]]:
             for index, item in enumerate(items):
                 kept.append(item)

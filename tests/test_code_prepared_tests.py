@@ -5,16 +5,17 @@ pipe, and items sent to the judges as they are prepared, not after the last one.
 import hashlib
 import json
 import threading
+import time
 
 import pytest
-from rlvr.sandbox.code.judging import blobs, known_tests
+from rlvr.sandbox.code.judging import blobs, known_tests, reference
 from rlvr.sandbox.code.judging.reference import (
     differential_tests,
     evalplus_tests,
     evalplus_total_s,
     expected_outputs,
 )
-from rlvr.sandbox.code.rules.testcases import prepare_tests
+from rlvr.sandbox.code.rules.testcases import BadTests, prepare_tests
 from rlvr.sandbox.code.verify import CodeGrader
 from rlvr.sandbox.service import GradingService, parse_item
 
@@ -55,13 +56,40 @@ def test_evalplus_tests_are_cached_whole_and_equal_to_the_rebuilt_ones(cache):
         evalplus_tests(REFERENCE, INPUTS[1:], "f", None, None, NoReference())
 
 
-def test_a_corrupt_cached_text_is_rebuilt(cache):
+def test_a_corrupt_cached_text_is_rebuilt_and_stored_again(cache):
     with CodeGrader(workers=1) as grader:
         first, _ = evalplus_tests(REFERENCE, INPUTS, "f", None, None, grader)
         path = blobs._path(first.blob)
-        path.write_bytes(path.read_bytes()[:-1] + b"]")
+        intact = path.read_bytes()
+        path.write_bytes(intact[:-1] + b"X")
         again, _ = evalplus_tests(REFERENCE, INPUTS, "f", None, None, grader)
-    assert again.text == first.text and blobs.load(again.blob).decode() == first.text
+    assert again.text == first.text and again.blob == first.blob
+    assert path.read_bytes() == intact  # the corrupt file was removed, the rebuilt text stored
+    third, _ = evalplus_tests(REFERENCE, INPUTS, "f", None, None, NoReference())
+    assert third.text == first.text
+
+
+def test_the_cache_key_holds_the_test_format(cache, monkeypatch):
+    with CodeGrader(workers=1) as grader:
+        evalplus_tests(REFERENCE, INPUTS, "f", None, None, grader)
+    entries = reference.cache_dir() / "tests"
+    assert len(list(entries.glob("*.json"))) == 1
+    evalplus_tests(REFERENCE, INPUTS, "f", None, None, NoReference())
+    assert len(list(entries.glob("*.json"))) == 1  # found
+    monkeypatch.setattr(reference, "TESTS_FORMAT", reference.TESTS_FORMAT + 1)
+    evalplus_tests(REFERENCE, INPUTS, "f", None, None, NoReference())  # outputs cached, tests rebuilt
+    assert len(list(entries.glob("*.json"))) == 2
+
+
+def test_rows_that_cannot_be_prepared_come_back_plain_and_uncached(cache, monkeypatch):
+    def refuse(tests, fn_name=None):
+        raise BadTests("test 0: no")
+
+    monkeypatch.setattr(reference, "prepare_tests", refuse)
+    with CodeGrader(workers=1) as grader:
+        tests, total_s = evalplus_tests(REFERENCE, INPUTS, "f", None, None, grader)
+    assert isinstance(tests, list) and len(tests) == len(INPUTS) and total_s > 0
+    assert not list((reference.cache_dir() / "tests").glob("*.json"))
 
 
 def test_a_cached_text_whose_value_blob_is_gone_is_rebuilt(cache):
@@ -92,8 +120,8 @@ def test_a_judge_asks_for_tests_whose_blob_is_missing_corrupt_or_other(cache):
     assert known_tests.tests_of(_request(text, tests_blob=other)) is None  # not these tests
     name = blobs.store(text.encode())
     blobs._path(name).write_bytes(text.encode()[:-1] + b" ")
-    assert known_tests.tests_of(_request(text, tests_blob=name)) is None  # corrupt
-    blobs._path(name).unlink()
+    assert known_tests.tests_of(_request(text, tests_blob=name)) is None  # corrupt: removed
+    assert not blobs.exists(name)
     assert known_tests.tests_of(_request(text, tests_blob=name)) is None  # gone
     assert known_tests.tests_of(_request(text, tests_text=text)) == json.loads(text)
     with pytest.raises(ValueError):
@@ -161,3 +189,26 @@ def test_the_service_streams_code_items_and_keeps_the_order_of_mixed_batches():
         service.close()
     assert seen == [True]
     assert [v.reason for v in verdicts] == ["ok", "ok", "wrong_answer", "no_code"]
+
+
+def test_an_error_while_reading_items_grades_nothing_more():
+    """A failing item source (a reference that failed, an interrupt) stops the batch: the items
+    already with a judge finish, the queued ones are dropped."""
+    ran = []
+
+    def run(request):
+        ran.append(request)
+        time.sleep(0.3)
+        return {"reason": "ok", "passed": 1, "_elapsed_ms": 1.0}
+
+    def items():
+        for _ in range(6):
+            yield {"completion": "print(input())", "tests": [{"input": "1\n", "output": "1\n"}]}
+        raise RuntimeError("the reference failed")
+
+    grader = CodeGrader(workers=2)
+    grader._run = run
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="reference failed"):
+        grader.verify_batch(items())
+    assert len(ran) <= 2 and time.monotonic() - started < 1.0

@@ -283,22 +283,28 @@ class CodeGrader:
         results: list[Verdict | None] = []
         jobs = []
         with ThreadPoolExecutor(max_workers=self.workers) as executor:
-            for index, item in enumerate(items):
-                results.append(None)
-                start = time.perf_counter()
-                merged = {**options, **{k: item[k] for k in OPTIONS if k in item and item[k] is not None}}
-                if "tests" not in item:
-                    results[index] = Verdict.bad_input("missing field 'tests'", CODE_VERIFIER)
-                    continue
-                done, request, program = self.prepare(item.get("completion"), item["tests"], **merged)
-                if done is not None:
-                    results[index] = done
-                    continue
-                prepared_ms = (time.perf_counter() - start) * 1000
-                response = executor.submit(self._run, request)
-                jobs.append((index, response, request, program, start, bool(merged.get("partial")), prepared_ms))
-            for index, response, request, program, start, partial, prepared_ms in jobs:
-                results[index] = self._finish(response.result(), request, program, start, partial, prepared_ms)
+            try:
+                for index, item in enumerate(items):
+                    results.append(None)
+                    start = time.perf_counter()
+                    merged = {**options, **{k: item[k] for k in OPTIONS if k in item and item[k] is not None}}
+                    if "tests" not in item:
+                        results[index] = Verdict.bad_input("missing field 'tests'", CODE_VERIFIER)
+                        continue
+                    done, request, program = self.prepare(item.get("completion"), item["tests"], **merged)
+                    if done is not None:
+                        results[index] = done
+                        continue
+                    prepared_ms = (time.perf_counter() - start) * 1000
+                    response = executor.submit(self._run, request)
+                    jobs.append((index, response, request, program, start, bool(merged.get("partial")), prepared_ms))
+                for index, response, request, program, start, partial, prepared_ms in jobs:
+                    results[index] = self._finish(response.result(), request, program, start, partial, prepared_ms)
+            except BaseException:
+                # An error while reading the items (a reference that failed) or an interrupt:
+                # grade nothing more; only the items already with a judge finish.
+                executor.shutdown(wait=False, cancel_futures=True)
+                raise
         return [r for r in results if r is not None]
 
     def run_program(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 #: Encoded values up to this size travel inside the request; larger ones by digest.
@@ -40,7 +41,7 @@ def store(data: bytes) -> str:
     path = _path(name)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
     return name
@@ -90,8 +91,17 @@ def _remove_if_same(path: Path, stat: os.stat_result) -> None:
 
 def load(name: str) -> bytes:
     """The bytes stored under ``name``; ``FileNotFoundError`` if absent, ``ValueError`` if the
-    file does not hash to its name."""
-    return _intact(name, _path(name).read_bytes())
+    file does not hash to its name (it is then removed, as by ``check``, so that whoever
+    computed it stores it again)."""
+    path = _path(name)
+    with open(path, "rb") as fh:
+        stat = os.fstat(fh.fileno())
+        data = fh.read()
+    try:
+        return _intact(name, data)
+    except ValueError:
+        _remove_if_same(path, stat)
+        raise
 
 
 def _intact(name: str, data: bytes) -> bytes:

@@ -36,7 +36,9 @@ def tests_of(request: dict[str, Any]) -> list[dict[str, Any]] | None:
     return None
 
 
-def _remember(digest: Any, text: str) -> None:
+def _remember(digest: str | None, text: str) -> None:
+    """Keep the tests ``text`` holds under ``digest``, if it is their SHA-256 (``ValueError``
+    if not: a judge never keeps tests under another list's name)."""
     if hashlib.sha256(text.encode()).hexdigest() != digest:
         raise ValueError("tests_text does not match tests_ref")
     TESTS_CACHE[digest] = json.loads(text)

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import pickle
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from rlvr.sandbox.code.judging import blobs
 from rlvr.sandbox.code.judging.compare import describe_value
 from rlvr.sandbox.code.judging.decoding import decode
-from rlvr.sandbox.code.rules.testcases import BadTests, PreparedTests, call_args, prepare_tests
+from rlvr.sandbox.code.rules.testcases import TESTS_FORMAT, BadTests, PreparedTests, call_args, prepare_tests
 from rlvr.sandbox.code.running.values import encode
 from rlvr.sandbox.code.verify import CodeGrader, default_code_grader
 from rlvr.sandbox.version import CODE_VERIFIER
@@ -113,17 +114,8 @@ def expected_outputs(
         results.append(Expected.from_facts(outcome, float(outcome.get("wall_ms") or 0.0)))
     if len(results) != len(inputs):
         raise ReferenceFailed(f"reference answered {len(results)} of {len(inputs)} inputs")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(
-        json.dumps(
-            {
-                "inputs": encoded_inputs,
-                "expected": [[r.encoded, r.digest, r.size, r.wall_ms, r.plain, r.floats] for r in results],
-            }
-        )
-    )
-    tmp.replace(path)
+    rows = [[r.encoded, r.digest, r.size, r.wall_ms, r.plain, r.floats] for r in results]
+    _write_atomically(path, json.dumps({"inputs": encoded_inputs, "expected": rows}))
     return encoded_inputs, results
 
 
@@ -177,41 +169,18 @@ def evalplus_tests(
     groups: list[str] | None = None,
     oracle: str | None = None,
     grader: CodeGrader | None = None,
-) -> tuple[PreparedTests, float]:
+) -> tuple[PreparedTests | list[dict[str, Any]], float]:
     """An EvalPlus problem's tests in the judge's form, with its whole budget
     (``evalplus_total_s``). Cached whole, beside the expected outputs: a warm run reads one
     index entry and the serialised tests instead of rebuilding them row by row from the
     expected outputs (HumanEval+'s 124,253 rows cost the caller ~0.85 s of CPU each run, before
-    any judge started). ``oracle="not_none"``: EvalPlus's "not None" tasks (``not_none_expected``)."""
-    key = hashlib.sha256(
-        json.dumps(
-            [
-                CODE_VERIFIER,
-                "evalplus-tests",
-                reference,
-                fn_name,
-                groups,
-                oracle,
-                EVALPLUS_TIME_FACTOR,
-                EVALPLUS_MIN_TIME_S,
-                EVALPLUS_GROUP_CAP_S,
-            ]
-        ).encode()
-        + pickle.dumps(inputs, protocol=4)
-    ).hexdigest()
-    path = cache_dir() / key[:2] / f"{key}.tests.json"
-    if path.exists():
-        try:
-            index = json.loads(path.read_text())
-            text = blobs.load(index["text"]).decode()
-            tests = json.loads(text)
-            for test in tests:
-                if test.get("expected_digest"):
-                    blobs.check(test["expected_digest"])  # still there and intact
-            digest = hashlib.sha256(text.encode()).hexdigest()
-            return PreparedTests(tuple(tests), fn_name, text, digest, index["text"]), float(index["total_s"])
-        except (ValueError, TypeError, KeyError, OSError, AttributeError):
-            path.unlink(missing_ok=True)
+    any judge started). ``oracle="not_none"``: EvalPlus's "not None" tasks (``not_none_expected``).
+    Rows that cannot be prepared come back as a plain list, not cached: each item graded
+    with them is then ``bad_input`` saying why."""
+    path = cache_dir() / "tests" / f"{_tests_key(reference, inputs, fn_name, groups, oracle)}.json"
+    cached = _cached_tests(path, fn_name)
+    if cached is not None:
+        return cached
     encoded, expected = expected_outputs(reference, inputs, fn_name, grader)
     if oracle == "not_none":
         expected = not_none_expected(expected)
@@ -219,12 +188,46 @@ def evalplus_tests(
     total_s = evalplus_total_s(tests)
     try:
         prepared = prepare_tests(tests, fn_name)
-    except BadTests as exc:
-        raise ReferenceFailed(f"its outputs do not make tests: {exc}") from exc
-    index = {"text": blobs.store(prepared.text.encode()), "total_s": total_s}
-    prepared = PreparedTests(prepared.tests, fn_name, prepared.text, prepared.digest, index["text"])
+    except BadTests:
+        return tests, total_s
+    name = blobs.store(prepared.text.encode())
+    _write_atomically(path, json.dumps({"text": name, "total_s": total_s}))
+    return PreparedTests(prepared.tests, fn_name, prepared.text, prepared.digest, name), total_s
+
+
+def _tests_key(
+    reference: str, inputs: list[list[Any]], fn_name: str, groups: list[str] | None, oracle: str | None
+) -> str:
+    """Everything the prepared tests depend on: the verifier, the judge's test format, the
+    reference and its inputs, the grouping, the oracle and EvalPlus's time rule."""
+    settings = [CODE_VERIFIER, TESTS_FORMAT, reference, fn_name, groups, oracle]
+    settings += [EVALPLUS_TIME_FACTOR, EVALPLUS_MIN_TIME_S, EVALPLUS_GROUP_CAP_S]
+    return hashlib.sha256(json.dumps(settings).encode() + pickle.dumps(inputs, protocol=4)).hexdigest()
+
+
+def _cached_tests(path: Path, fn_name: str) -> tuple[PreparedTests, float] | None:
+    """The prepared tests an index entry names, if the entry, its text and every value blob the
+    tests name are there and intact (a corrupt blob is removed, so the rebuild stores it anew)."""
+    if not path.exists():
+        return None
+    try:
+        index = json.loads(path.read_text())
+        text = blobs.load(index["text"]).decode()
+        tests = json.loads(text)
+        for test in tests:
+            if test.get("expected_digest"):
+                blobs.check(test["expected_digest"])
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        return PreparedTests(tuple(tests), fn_name, text, digest, index["text"]), float(index["total_s"])
+    except (ValueError, TypeError, KeyError, OSError, AttributeError):
+        path.unlink(missing_ok=True)
+        return None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a file of this process and thread renamed into place,
+    so a reader sees the old file or the whole new one (gold is resolved on several threads)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(index))
+    tmp = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
+    tmp.write_text(text)
     tmp.replace(path)
-    return prepared, total_s

@@ -56,6 +56,11 @@ def call_args(args: Any, kwargs: Mapping[str, Any] | None = None) -> str:
     return encode_b64((tuple(args), dict(kwargs or {})))
 
 
+#: The judge's form of tests (``normalize_tests``): part of the key of tests cached whole
+#: (``reference.evalplus_tests``), so change it whenever that form changes.
+TESTS_FORMAT = 1
+
+
 @dataclass(frozen=True, repr=False)
 class PreparedTests:
     """Tests already in the judge's form, serialised once, named by their digest: graded many
