@@ -59,7 +59,9 @@ def process_count() -> int:
 
 
 def sandbox_processes() -> list[int]:
-    """Processes running as a sandbox uid (there must be none between submissions)."""
+    """Processes running as a sandbox uid that are ours (descendants of this test process) or
+    nobody's (orphaned to init): there must be none between submissions. Another grader's
+    sandboxes running on the same machine (a second test run) are not counted."""
     from rlvr.sandbox.code.isolation.primitives import SANDBOX_UID_BASE
 
     found = []
@@ -72,7 +74,10 @@ def sandbox_processes() -> list[int]:
                             found.append(int(name))
             except OSError:
                 pass
-    return found
+    if not found:
+        return found
+    parents = _parents()
+    return [pid for pid in found if pid in parents and (parents[pid][1] == 1 or _descends(pid, parents, {os.getpid()}))]
 
 
 def zombies(grace_s: float = 1.0, roots: set[int] | frozenset[int] = frozenset()) -> list[int]:
