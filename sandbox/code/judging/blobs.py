@@ -64,19 +64,37 @@ def check(name: str) -> None:
     reads ~250 MB); in one process a file is hashed again only when its device, inode, size or
     modification time changed (a rewrite in place that keeps all four is found when the judge
     reads the blob, ``load``)."""
+    _INTACT[name] = _read_intact(name, _INTACT.get(name))[1]
+
+
+def load(name: str) -> bytes:
+    """The bytes stored under ``name``; ``FileNotFoundError`` if absent, ``ValueError`` if the
+    file does not hash to its name (it is then removed, as by ``check``, so that whoever
+    computed it stores it again)."""
+    data, _ = _read_intact(name)
+    assert data is not None
+    return data
+
+
+def _read_intact(
+    name: str, trusted: tuple[int, int, int, int] | None = None
+) -> tuple[bytes | None, tuple[int, int, int, int]]:
+    """The blob's bytes and its file's (device, inode, size, modification time), read through
+    one open file; None for the bytes when that stamp is ``trusted`` (read and found intact
+    before). A file that does not hash to its name is removed (``_remove_if_same``) and
+    ``ValueError`` raised."""
     path = _path(name)
     with open(path, "rb") as fh:
         stat = os.fstat(fh.fileno())
         stamp = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        if _INTACT.get(name) == stamp:
-            return
+        if stamp == trusted:
+            return None, stamp
         data = fh.read()
     try:
-        _intact(name, data)
+        return _intact(name, data), stamp
     except ValueError:
         _remove_if_same(path, stat)
         raise
-    _INTACT[name] = stamp
 
 
 def _remove_if_same(path: Path, stat: os.stat_result) -> None:
@@ -87,21 +105,6 @@ def _remove_if_same(path: Path, stat: os.stat_result) -> None:
         return
     if (now.st_dev, now.st_ino) == (stat.st_dev, stat.st_ino):
         path.unlink(missing_ok=True)
-
-
-def load(name: str) -> bytes:
-    """The bytes stored under ``name``; ``FileNotFoundError`` if absent, ``ValueError`` if the
-    file does not hash to its name (it is then removed, as by ``check``, so that whoever
-    computed it stores it again)."""
-    path = _path(name)
-    with open(path, "rb") as fh:
-        stat = os.fstat(fh.fileno())
-        data = fh.read()
-    try:
-        return _intact(name, data)
-    except ValueError:
-        _remove_if_same(path, stat)
-        raise
 
 
 def _intact(name: str, data: bytes) -> bytes:

@@ -15,7 +15,7 @@ import json
 import os
 import pickle
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +192,7 @@ def evalplus_tests(
         return tests, total_s
     name = blobs.store(prepared.text.encode())
     _write_atomically(path, json.dumps({"text": name, "total_s": total_s}))
-    return PreparedTests(prepared.tests, fn_name, prepared.text, prepared.digest, name), total_s
+    return replace(prepared, blob=name), total_s
 
 
 def _tests_key(
