@@ -51,7 +51,8 @@ class Box:
         self.ctl, self.res, self.pidfd = fds
         self.pid, self.info = reply["pid"], reply
         try:
-            write_frame(self.ctl, {"files": files, "entry": entry})
+            # The supervisor may have been built for another ``total_s`` (``LATE_LIMITS``).
+            write_frame(self.ctl, {"files": files, "entry": entry, "total_s": self.limits.total_s})
             header, _ = read_frame(self.res, time.monotonic() + self.limits.compile_time_s * 1.5 + MARGIN_S + 5)
         except (WorkerTimeout, WorkerCrashed, OSError) as exc:
             raise SandboxDown(f"sandbox setup did not answer ({type(exc).__name__})") from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+from dataclasses import replace
 from typing import Any
 
 from rlvr.sandbox.code.isolation.child import compile_program, encode_call_request, sandbox_import_path
@@ -42,8 +43,11 @@ def serve_submission(
         # milliseconds). Children raise their out-of-memory score to the maximum, so the
         # kernel's killer picks them, never the supervisor; its own CPU is subtracted.
         cgroup.join()
-    supervisor = Supervisor(language, limits, uid, isolated, workdir, cgroup, use_seccomp)
     header, _ = read_frame(ctl_fd)
+    # The submission's own ``total_s`` (its long-lived children's CPU backstop): this sandbox
+    # may have been built, as a spare, for a submission with another (``zygote.LATE_LIMITS``).
+    limits = replace(limits, total_s=float(header["total_s"]))
+    supervisor = Supervisor(language, limits, uid, isolated, workdir, cgroup, use_seccomp)
     if not isolated:
         os.makedirs(supervisor.prog_dir, exist_ok=True)
         os.makedirs(supervisor.scratch, mode=0o777, exist_ok=True)
