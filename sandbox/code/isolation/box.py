@@ -13,7 +13,7 @@ import signal
 import time
 from typing import Any
 
-from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.rules.limits import Limits, late_limits
 from rlvr.sandbox.wire import WorkerCrashed, WorkerTimeout, read_frame, recv_json, send_json, write_frame
 
 #: Seconds the judge waits beyond an operation's own limits before it calls the sandbox dead.
@@ -51,8 +51,8 @@ class Box:
         self.ctl, self.res, self.pidfd = fds
         self.pid, self.info = reply["pid"], reply
         try:
-            # The supervisor may have been built for another ``total_s`` (``LATE_LIMITS``).
-            write_frame(self.ctl, {"files": files, "entry": entry, "total_s": self.limits.total_s})
+            # The sandbox was built without ``LATE_LIMITS``: its supervisor takes them from here.
+            write_frame(self.ctl, {"files": files, "entry": entry, "late": late_limits(self.limits)})
             header, _ = read_frame(self.res, time.monotonic() + self.limits.compile_time_s * 1.5 + MARGIN_S + 5)
         except (WorkerTimeout, WorkerCrashed, OSError) as exc:
             raise SandboxDown(f"sandbox setup did not answer ({type(exc).__name__})") from exc

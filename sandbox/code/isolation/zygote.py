@@ -51,7 +51,7 @@ from rlvr.sandbox.code.isolation.primitives import (
 )
 from rlvr.sandbox.code.isolation.slots import Slot, Slots
 from rlvr.sandbox.code.rules.languages import Language, get_language
-from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.rules.limits import LATE_LIMITS, Limits
 from rlvr.sandbox.code.running.submission import serve_submission
 from rlvr.sandbox.wire import recv_json, send_json, write_frame
 
@@ -155,17 +155,16 @@ def start_unsafe(limits: Limits, language: Language) -> tuple[int, int, int]:
     return pid, ctl_w, res_r
 
 
-#: Limits a sandbox is not built for: its supervisor reads them only once the program is there,
-#: from the judge's first frame (``Box.open``). EvalPlus gives each task its own ``total_s``, so
-#: a spare keyed on it was thrown away and built again for a third of HumanEval+'s submissions.
-LATE_LIMITS = ("total_s",)
-
-
 def setup_key(setup: dict[str, Any]) -> str:
     """What a sandbox is built for: its language and limits but ``LATE_LIMITS`` (a spare serves
     a request with the same key)."""
-    limits = {k: v for k, v in setup["limits"].items() if k not in LATE_LIMITS}
-    return json.dumps([setup["language"], limits], sort_keys=True)
+    return json.dumps([setup["language"], _built_for(setup["limits"])], sort_keys=True)
+
+
+def _built_for(limits: dict[str, Any]) -> dict[str, Any]:
+    """The limits a sandbox is built for: all but ``LATE_LIMITS`` (its supervisor gets those
+    with the program)."""
+    return {k: v for k, v in limits.items() if k not in LATE_LIMITS}
 
 
 def _reap() -> None:
@@ -226,8 +225,9 @@ class Zygote:
         self.recent_uids: deque[int] = deque()
         self.recent_uid_set: set[int] = set()
         self.spare: tuple[str, dict[str, Any], list[int]] | None = None
-        #: The last setup's limits, parsed, by its key: a judge sends the same setup again and
-        #: again, and nothing of earlier setups is kept for a sandbox to find.
+        #: The last setup's limits but ``LATE_LIMITS`` (left at their defaults), parsed, by its
+        #: key: a judge sends the same setup again and again, and nothing of earlier setups is
+        #: kept for a sandbox to find.
         self.parsed: dict[str, Limits] = {}
         self.root, self.own_pidns = "", -1
         if isolated:
@@ -251,7 +251,8 @@ class Zygote:
 
     def open(self, setup: dict[str, Any], key: str) -> tuple[dict[str, Any], list[int]]:
         """A sandbox for ``setup`` (``setup_key``: the spare if it was built for the same
-        language and limits); a new spare like it is built afterwards, by ``refill``."""
+        language and limits, ``LATE_LIMITS`` aside); a new spare like it is built afterwards, by
+        ``refill``."""
         spare, self.spare = self.spare, None
         if spare is not None:
             if spare[0] == key:
@@ -273,7 +274,7 @@ class Zygote:
     def limits_of(self, setup: dict[str, Any], key: str) -> Limits:
         limits = self.parsed.get(key)
         if limits is None:
-            limits = Limits.from_any(setup["limits"])
+            limits = Limits.from_any(_built_for(setup["limits"]))
             self.parsed = {key: limits}
         return limits
 

@@ -146,6 +146,18 @@ def _hard_limit(name: str) -> int | None:
     return None if hard == -1 else hard
 
 
+#: Limits a sandbox is not built for: its supervisor receives them with the program, in the judge's
+#: first frame (``Box.open``), so a spare sandbox built ahead serves a submission whose values
+#: differ (EvalPlus gives each task its own ``total_s``: a spare keyed on it was thrown away and
+#: built again for a third of HumanEval+'s submissions). Only ``total_s`` varies that way.
+LATE_LIMITS = ("total_s",)
+
+
+def late_limits(limits: Limits) -> dict[str, Any]:
+    """The ``LATE_LIMITS`` values of ``limits``, as the judge sends them to the supervisor."""
+    return {name: getattr(limits, name) for name in LATE_LIMITS}
+
+
 #: How stdin tests get their process: ``test`` (fresh per test) or ``submission`` (one runner).
 STDIN_PROCESSES = ("test", "submission")
 

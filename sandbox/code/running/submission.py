@@ -16,7 +16,7 @@ from typing import Any
 from rlvr.sandbox.code.isolation.child import compile_program, encode_call_request, sandbox_import_path
 from rlvr.sandbox.code.isolation.primitives import seal_program_dir, write_bytes
 from rlvr.sandbox.code.rules.languages import Language
-from rlvr.sandbox.code.rules.limits import Limits
+from rlvr.sandbox.code.rules.limits import LATE_LIMITS, Limits
 from rlvr.sandbox.code.running.call_child import run_calls
 from rlvr.sandbox.code.running.channels import Outcome
 from rlvr.sandbox.code.running.runner import SetupFailed, Supervisor
@@ -44,9 +44,9 @@ def serve_submission(
         # kernel's killer picks them, never the supervisor; its own CPU is subtracted.
         cgroup.join()
     header, _ = read_frame(ctl_fd)
-    # The submission's own ``total_s`` (its long-lived children's CPU backstop): this sandbox
-    # may have been built, as a spare, for a submission with another (``zygote.LATE_LIMITS``).
-    limits = replace(limits, total_s=float(header["total_s"]))
+    # The submission's own ``LATE_LIMITS`` (``total_s``: its long-lived children's CPU backstop):
+    # the sandbox was built without them, maybe as a spare while another submission ran.
+    limits = replace(limits, **{name: header["late"][name] for name in LATE_LIMITS})
     supervisor = Supervisor(language, limits, uid, isolated, workdir, cgroup, use_seccomp)
     if not isolated:
         os.makedirs(supervisor.prog_dir, exist_ok=True)
