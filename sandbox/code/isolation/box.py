@@ -63,7 +63,8 @@ class Box:
     def send(self, header: dict[str, Any], blob: bytes = b"") -> None:
         try:
             write_frame(self.ctl, header, blob)
-            self.pending += 1
+            if "op" in header:  # an operation PID 1 answers (not a reply to a relayed call)
+                self.pending += 1
         except OSError as exc:
             raise SandboxDown(f"sandbox stopped answering ({type(exc).__name__})") from exc
 
@@ -82,26 +83,42 @@ class Box:
         return reply["outcome"], payload
 
     def close(self, grace: float = 2.0) -> None:
-        """Stop the supervisor; kill the sandbox if it lingers. Returns once it has exited, so
-        nothing of the submission runs when the verdict is returned."""
+        """Stop the supervisor; kill the sandbox if it lingers. Returns once nothing of the
+        submission runs: PID 1 said it killed and reaped every other process of its namespace
+        (the zygote then reaps PID 1 and checks its cgroup before the slot is reused), or, when
+        it does not say so (unsafe mode, a crash, work sent ahead still running), once PID 1
+        has exited and the zygote has reaped it and found its cgroup empty."""
         if self.pid < 0:
             return
         try:
             write_frame(self.ctl, {"op": "stop"})
         except OSError:
             pass
-        if self.pending:
-            grace = 0.0  # work sent ahead is still running and nobody wants its answer
-        if not select.select([self.pidfd], [], [], grace)[0]:
-            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            select.select([self.pidfd], [], [], 10.0)
         sock = ZYGOTE[1]
-        send_json(sock, {"reap": self.pid})  # the zygote reaps it (then removes its cgroup)
-        if select.select([sock], [], [], REAP_WAIT_S)[0]:
-            recv_json(sock)
+        end = time.monotonic() + grace
+        if not self.pending and self._stopped(end):
+            send_json(sock, {"release": self.pid})
+        else:
+            # Work sent ahead is still running and nobody wants its answer, or PID 1 did not
+            # say it stopped: its exit (the kernel then ends its whole namespace) is the proof.
+            wait = 0.0 if self.pending else max(end - time.monotonic(), 0.0)
+            if not select.select([self.pidfd], [], [], wait)[0]:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+                select.select([self.pidfd], [], [], 10.0)
+            send_json(sock, {"reap": self.pid})  # the zygote reaps it (then removes its cgroup)
+            if select.select([sock], [], [], REAP_WAIT_S)[0]:
+                recv_json(sock)
         for fd in (self.ctl, self.res, self.pidfd):
             try:
                 os.close(fd)
             except OSError:
                 pass
         self.pid = -1
+
+    def _stopped(self, end: float) -> bool:
+        """Did PID 1 answer ``stop`` with ``{"stopped": true}`` by ``end``?"""
+        try:
+            header, _ = read_frame(self.res, end)
+        except (WorkerTimeout, WorkerCrashed, OSError, ValueError):
+            return False
+        return isinstance(header, dict) and header.get("stopped") is True

@@ -42,7 +42,8 @@ class Slot:
 
 class Slots:
     """The zygote's slots: ``acquire`` one for a sandbox; once the sandbox is reaped, ``vacate``
-    (before the verdict) and ``recycle`` (after it)."""
+    and ``recycle`` (before and after the verdict when the verdict waits for the reaping; both
+    after it for a sandbox released once its PID 1 said it stopped; always before reuse)."""
 
     def __init__(self, cgroups: Cgroups | None):
         self.cgroups = cgroups
@@ -73,7 +74,7 @@ class Slots:
         return Slot(netns, cgroup)
 
     def vacate(self, slot: Slot) -> bool:
-        """After the sandbox's PID 1 is reaped, before its verdict: is its cgroup empty? A member
+        """After the sandbox's PID 1 is reaped, before the slot is reused: is its cgroup empty? A member
         found there (it escaped the PID namespace) is killed and waited for, counted in
         ``escapes``, and the slot is then not reused."""
         if slot.cgroup is None or self.cgroups is None:

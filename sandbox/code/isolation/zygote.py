@@ -12,8 +12,12 @@ and forks the supervisor straight into a new PID namespace (PID 1 there), which 
 new empty session keyring, enters the slot's network namespace and fresh mount, IPC and UTS ones,
 and covers ``/tmp``, ``/prog`` and ``/proc`` in its copy of the read-only root; the supervisor's
 pipes and a pidfd go back to the judge over a Unix socket, and the judge then sends the program
-straight to the supervisor. When the judge reports the sandbox gone, the zygote reaps it, checks
-its cgroup empty, says so (the verdict waits: no zombie outlives it), and then recycles the slot.
+straight to the supervisor. An isolated supervisor ends by killing and reaping every other
+process of its PID namespace and saying so; the judge then returns the verdict and *releases*
+the sandbox, and the zygote reaps PID 1 once it has exited (its namespaces' teardown is off the
+verdict's path), checks its cgroup empty and only then recycles the slot. A sandbox that does
+not say so (unsafe mode, a crash, work still running) is *reaped* on the judge's request while
+the verdict waits, as before.
 """
 
 from __future__ import annotations
@@ -167,16 +171,6 @@ def _built_for(limits: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in limits.items() if k not in LATE_LIMITS}
 
 
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 #: Standard-library modules programs commonly import, loaded once here so tests skip the import.
 PRELOAD = (
     "traceback",
@@ -219,6 +213,9 @@ class Zygote:
             cgroups.sweep()
         self.slots = Slots(cgroups)
         self.live: dict[int, Slot | None] = {}
+        #: Sandboxes released by their judge (PID 1 said everything else in them is dead), by a
+        #: pidfd of the zygote's own: reaped once PID 1 has exited (the loop watches them).
+        self.released: dict[int, int] = {}
         #: The last ``REMEMBERED_UIDS`` uids handed out, in order and as a set: a uid drawn again
         #: while remembered is drawn anew. (A deque alone made each draw a scan of 65,536
         #: entries once full, ~0.9 ms: about a tenth of a submission's cost in a long run.)
@@ -308,6 +305,38 @@ class Zygote:
             "seccomp": self.isolated and seccomp.available(),
         }, [ctl_w, res_r, pidfd]
 
+    def release(self, pid: int) -> None:
+        """The judge is done with ``pid``, whose PID 1 said it killed and reaped every other
+        process of its namespace: reap it once it exits (off the verdict's path)."""
+        if pid not in self.live:
+            return  # already reaped (``reap_exited``)
+        try:
+            self.released[os.pidfd_open(pid)] = pid  # an unreaped child: its pid is not reused
+        except OSError:
+            self.reap(pid)  # no descriptor to watch it with: wait for it here
+
+    def reap_released(self, pidfds: list[int]) -> None:
+        """Reap the released sandboxes of ``pidfds`` (readable: their PID 1 has exited)."""
+        for pidfd in pidfds:
+            pid = self.released.pop(pidfd)
+            os.close(pidfd)
+            self.reap(pid)
+
+    def reap_exited(self) -> None:
+        """While idle: reap whatever has exited (a sandbox whose judge is late or gone, a
+        discarded spare); a sandbox's slot is vacated and recycled as ``reap`` does, so a
+        ``reap`` or ``release`` for it later finds nothing to do."""
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            slot = self.live.pop(pid, None)
+            if slot is not None:
+                self.slots.recycle(slot, self.slots.vacate(slot))
+
     def reap(self, pid: int, reaped: Callable[[int], None] | None = None) -> None:
         """Reap a sandbox's PID 1 (the kernel has then ended every process of its PID
         namespace), check its slot's cgroup is empty (killing and waiting for any member
@@ -324,6 +353,9 @@ class Zygote:
             self.slots.recycle(slot, clean)
 
     def close(self) -> None:
+        for pidfd in self.released:
+            os.close(pidfd)
+        self.released = {}
         if self.spare is not None:
             self.discard(self.spare)
         for pid in list(self.live):
@@ -338,7 +370,8 @@ class Zygote:
 def zygote_loop(sock: socket.socket, isolated: bool) -> None:
     """Serve the judge until the socket closes: ``{"open": setup}`` starts a sandbox and
     returns its pipes and pidfd; ``{"reap": pid}`` collects an exited sandbox (no zombie, no
-    leftover cgroup)."""
+    leftover cgroup) and answers; ``{"release": pid}`` does the same, unanswered, once the
+    sandbox's PID 1 (which said it stopped) has exited."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     import gc
 
@@ -355,9 +388,12 @@ def zygote_loop(sock: socket.socket, isolated: bool) -> None:
     gc.collect()
     gc.freeze()
     while True:
-        ready, _, _ = select.select([sock], [], [], 5.0)
+        ready, _, _ = select.select([sock, *zygote.released], [], [], 5.0)
         if not ready:
-            _reap()
+            zygote.reap_exited()
+            continue
+        if sock not in ready:
+            zygote.reap_released(ready)  # released sandboxes whose PID 1 has exited
             continue
         message = recv_json(sock)
         if message is None:
@@ -367,6 +403,9 @@ def zygote_loop(sock: socket.socket, isolated: bool) -> None:
             # Reply once PID 1 is reaped and its cgroup found empty (the verdict waits for
             # this: no process and no zombie is left when it returns).
             zygote.reap(int(message["reap"]), lambda pid: send_json(sock, {"reaped": pid}))
+            continue
+        if "release" in message:
+            zygote.release(int(message["release"]))
             continue
         try:
             setup = message["open"]

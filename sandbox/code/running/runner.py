@@ -167,8 +167,9 @@ class Supervisor:
             os.close(child.pidfd)
             child.pidfd = -1
 
-    def kill_everything(self, child: Child | None = None) -> None:
-        """Kill every process of this submission and reap them all (no survivors, no zombies)."""
+    def kill_everything(self, child: Child | None = None, sweep_ipc: bool = True) -> None:
+        """Kill every process of this submission and reap them all (no survivors, no zombies).
+        ``sweep_ipc=False`` at PID 1's end: its IPC namespace goes with it."""
         if self.isolated and os.getpid() == 1:
             try:
                 os.kill(-1, signal.SIGKILL)
@@ -184,7 +185,7 @@ class Supervisor:
                 os.waitpid(-1, 0)
             except ChildProcessError:
                 break
-        if self.isolated and os.getpid() == 1:
+        if self.isolated and os.getpid() == 1 and sweep_ipc:
             remove_ipc_objects()  # this namespace's System V objects are all the program's
         if self.call_child is not None and self.call_child is not child and self.isolated:
             self.close_child(self.call_child)

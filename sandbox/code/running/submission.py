@@ -82,6 +82,7 @@ def serve_submission(
         os.chmod(supervisor.prog_dir, 0o555)
     write_frame(res_fd, {"compile": compiled})
     if compiled["status"] != "ok":
+        _say_stopped(supervisor, res_fd)
         return
     entry = header.get("entry")
 
@@ -140,6 +141,18 @@ def serve_submission(
             outcome, payload = Outcome(status="sandbox", error=str(exc)), b""
         write_frame(res_fd, {"outcome": outcome.header()}, payload)
     supervisor.finish()
+    _say_stopped(supervisor, res_fd)
+
+
+def _say_stopped(supervisor: Supervisor, res_fd: int) -> None:
+    """Isolated, PID 1 kills and reaps every other process of its PID namespace (all of the
+    submission's: orphans are reparented to it), then says so. The verdict waits for this
+    frame, not for PID 1's own exit: tearing down its namespaces costs milliseconds the judge
+    need not wait for (the zygote reaps it, and checks its cgroup, before the slot is reused).
+    Unsafe, processes can leave the session, so the judge waits for the exit as before."""
+    if supervisor.isolated and os.getpid() == 1:
+        supervisor.kill_everything(sweep_ipc=False)
+        write_frame(res_fd, {"stopped": True})
 
 
 def _frame(header: dict[str, Any], blob: bytes) -> bytes:

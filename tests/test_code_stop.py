@@ -1,0 +1,145 @@
+"""How a sandbox ends: the verdict waits for the submission's processes, not for PID 1's exit.
+
+On ``stop``, an isolated sandbox's PID 1 kills and reaps every other process of its PID
+namespace (orphans are reparented to it, so that is all of the submission's), then says
+``stopped``; the judge returns the verdict on that frame and hands the sandbox back to its
+zygote, which reaps PID 1 once it has exited (tearing its namespaces down takes milliseconds)
+and checks the slot's cgroup before the slot serves another sandbox. Each test here fails when
+one of those steps is missing.
+"""
+
+import os
+import re
+import select
+import time
+
+import pytest
+from code_helpers import sandbox_processes, zombies
+from rlvr.sandbox.code.isolation.primitives import isolation_available
+from rlvr.sandbox.code.verify import CodeGrader
+
+needs_isolation = pytest.mark.skipif(
+    not isolation_available()[0], reason="needs the sandbox's isolation (root, namespaces)"
+)
+
+#: A call-based program whose module leaves two processes behind, alive until the sandbox
+#: stops: a child holding 400 MiB it has written (its teardown takes milliseconds) and a
+#: grandchild in its own session whose parent has exited (reparented to PID 1).
+LEAVES_PROCESSES = """
+import os, time
+
+ready_r, ready_w = os.pipe()
+if os.fork() == 0:
+    block = bytearray(400 << 20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    os.write(ready_w, b"x")
+    time.sleep(60)
+    os._exit(0)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(60)
+        os._exit(0)
+    os._exit(0)
+os.read(ready_r, 1)
+
+def f(x):
+    return x
+"""
+
+UNSAFE_PROBE = "import os\n\ndef f(x):\n    return os.getpid() > 50\n"
+NETWORK_NAMESPACE = "import os\nprint(os.readlink('/proc/self/ns/net'))\n"
+
+
+@pytest.fixture(scope="module")
+def grader():
+    with CodeGrader(workers=1) as grader:
+        grader.warm_up()
+        yield grader
+
+
+@needs_isolation
+def test_the_verdict_comes_once_every_process_the_submission_left_is_reaped(grader):
+    """No process of the submission, running or a zombie, is left when the verdict returns
+    (checked at once, no grace): PID 1 kills and reaps them before it says it stopped."""
+    for _ in range(3):
+        verdict = grader.verify(
+            LEAVES_PROCESSES,
+            [{"args": [3], "expected": 3}],
+            fn_name="f",
+            limits={"memory_mb": 640, "processes": 8},
+        )
+        assert verdict.correct, verdict.detail
+        assert not sandbox_processes()
+
+
+@needs_isolation
+def test_a_released_sandbox_is_reaped_without_another_request_and_its_slot_reused(grader):
+    """Sandboxes released by the judge are reaped by their zygote as soon as PID 1 exits (no
+    zombie a second later, with no request after the last), and their slots (the network
+    namespaces here) serve the next sandboxes instead of new ones being made."""
+    seen = set()
+    for _ in range(12):
+        verdict = grader.verify(NETWORK_NAMESPACE, [{"input": "", "output": "x"}])
+        match = re.search(r"net:\[\d+\]", verdict.detail)
+        assert match, verdict.detail
+        seen.add(match.group(0))
+    assert not zombies(grace_s=1.0)
+    assert len(seen) <= 3, seen  # the sandbox, the spare and one being reaped
+
+
+def test_a_sandbox_that_never_says_it_stopped_is_still_ended_before_the_verdict(monkeypatch):
+    """Without isolation PID 1 does not say ``stopped`` (a process can leave its session), so the
+    judge waits for its exit and for the zygote's reaping, as before: no zombie at the verdict,
+    checked at once (isolated, the released PID 1 may still be exiting then)."""
+    monkeypatch.setenv("RLVR_SANDBOX_ISOLATION", "off")
+    with CodeGrader(workers=1, unsafe=True) as grader:
+        for _ in range(5):
+            # Its own process id is the host's (isolated, it would be 2: PID 1's first child).
+            verdict = grader.verify(UNSAFE_PROBE, [{"args": [2], "expected": True}], fn_name="f")
+            assert verdict.correct, verdict.detail
+            assert not zombies(grace_s=0.0)
+
+
+def _exited_sandbox(zygote) -> int:
+    """A sandbox from ``zygote`` whose supervisor is told nothing and whose pipes are closed: it
+    exits on its own."""
+    from rlvr.sandbox.code.isolation.zygote import setup_key
+
+    setup = {"language": "python", "limits": {"time_s": 2.0}}
+    reply, fds = zygote.open(setup, setup_key(setup))
+    for fd in fds:
+        os.close(fd)
+    return reply["pid"]
+
+
+def test_the_zygote_reaps_a_released_sandbox_when_it_exits_and_ignores_one_already_gone():
+    """The zygote's own bookkeeping (without isolation, in this process): a released sandbox is
+    watched by a pidfd and reaped once it exits; one that an idle ``reap_exited`` took first, or
+    a pid that is not a sandbox, is released without error (the zygote would otherwise die, and
+    its judge with it); no pid stays live and no zombie is left."""
+    from rlvr.sandbox.code.isolation.zygote import Zygote
+
+    zygote = Zygote(isolated=False)
+    try:
+        pid = _exited_sandbox(zygote)
+        zygote.release(pid)
+        assert list(zygote.released.values()) == [pid]
+        ready, _, _ = select.select(list(zygote.released), [], [], 10.0)
+        zygote.reap_released(ready)
+        assert pid not in zygote.live and not zygote.released
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+        pid = _exited_sandbox(zygote)
+        deadline = time.monotonic() + 10
+        while pid in zygote.live and time.monotonic() < deadline:
+            zygote.reap_exited()
+            time.sleep(0.01)
+        assert pid not in zygote.live
+        zygote.release(pid)
+        zygote.release(os.getpid())
+        assert not zygote.released
+    finally:
+        zygote.close()
