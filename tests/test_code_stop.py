@@ -11,11 +11,14 @@ one of those steps is missing.
 import os
 import re
 import select
+import signal
 import time
+import traceback
 
 import pytest
 from code_helpers import sandbox_processes, zombies
 from rlvr.sandbox.code.isolation.primitives import isolation_available
+from rlvr.sandbox.code.isolation.zygote import Zygote, setup_key
 from rlvr.sandbox.code.verify import CodeGrader
 
 needs_isolation = pytest.mark.skipif(
@@ -48,7 +51,8 @@ def f(x):
     return x
 """
 
-UNSAFE_PROBE = "import os\n\ndef f(x):\n    return os.getpid() > 50\n"
+UNSAFE_PROBE = "import os\n\ndef f(x):\n    return os.getppid() != 1\n"
+SETUP = {"language": "python", "limits": {"time_s": 2.0}}
 NETWORK_NAMESPACE = "import os\nprint(os.readlink('/proc/self/ns/net'))\n"
 
 
@@ -85,8 +89,8 @@ def test_a_released_sandbox_is_reaped_without_another_request_and_its_slot_reuse
         match = re.search(r"net:\[\d+\]", verdict.detail)
         assert match, verdict.detail
         seen.add(match.group(0))
-    assert not zombies(grace_s=1.0)
-    assert len(seen) <= 3, seen  # the sandbox, the spare and one being reaped
+    assert not zombies(grace_s=2.0)  # the zygote's idle reap would come only after 5 s
+    assert len(seen) <= 4, seen  # the sandbox, the spare, one or two being reaped (12 if never)
 
 
 def test_a_sandbox_that_never_says_it_stopped_is_still_ended_before_the_verdict(monkeypatch):
@@ -96,7 +100,7 @@ def test_a_sandbox_that_never_says_it_stopped_is_still_ended_before_the_verdict(
     monkeypatch.setenv("RLVR_SANDBOX_ISOLATION", "off")
     with CodeGrader(workers=1, unsafe=True) as grader:
         for _ in range(5):
-            # Its own process id is the host's (isolated, it would be 2: PID 1's first child).
+            # Its parent is the host's supervisor process (isolated, it would be PID 1).
             verdict = grader.verify(UNSAFE_PROBE, [{"args": [2], "expected": True}], fn_name="f")
             assert verdict.correct, verdict.detail
             assert not zombies(grace_s=0.0)
@@ -105,22 +109,20 @@ def test_a_sandbox_that_never_says_it_stopped_is_still_ended_before_the_verdict(
 def _exited_sandbox(zygote) -> int:
     """A sandbox from ``zygote`` whose supervisor is told nothing and whose pipes are closed: it
     exits on its own."""
-    from rlvr.sandbox.code.isolation.zygote import setup_key
-
-    setup = {"language": "python", "limits": {"time_s": 2.0}}
-    reply, fds = zygote.open(setup, setup_key(setup))
+    reply, fds = zygote.open(SETUP, setup_key(SETUP))
     for fd in fds:
         os.close(fd)
     return reply["pid"]
 
 
-def test_the_zygote_reaps_a_released_sandbox_when_it_exits_and_ignores_one_already_gone():
-    """The zygote's own bookkeeping (without isolation, in this process): a released sandbox is
-    watched by a pidfd and reaped once it exits; one that an idle ``reap_exited`` took first, or
-    a pid that is not a sandbox, is released without error (the zygote would otherwise die, and
-    its judge with it); no pid stays live and no zombie is left."""
-    from rlvr.sandbox.code.isolation.zygote import Zygote
+def _until(done, zygote) -> None:
+    deadline = time.monotonic() + 10
+    while not done() and time.monotonic() < deadline:
+        zygote.reap_exited()
+        time.sleep(0.01)
 
+
+def _zygote_books() -> None:
     zygote = Zygote(isolated=False)
     try:
         pid = _exited_sandbox(zygote)
@@ -129,17 +131,47 @@ def test_the_zygote_reaps_a_released_sandbox_when_it_exits_and_ignores_one_alrea
         ready, _, _ = select.select(list(zygote.released), [], [], 10.0)
         zygote.reap_released(ready)
         assert pid not in zygote.live and not zygote.released
-        with pytest.raises(ChildProcessError):
+        try:
             os.waitpid(pid, os.WNOHANG)
+            raise AssertionError("a released sandbox was not reaped")
+        except ChildProcessError:
+            pass
 
         pid = _exited_sandbox(zygote)
-        deadline = time.monotonic() + 10
-        while pid in zygote.live and time.monotonic() < deadline:
-            zygote.reap_exited()
-            time.sleep(0.01)
+        _until(lambda: pid not in zygote.live, zygote)
         assert pid not in zygote.live
         zygote.release(pid)
         zygote.release(os.getpid())
         assert not zygote.released
+
+        zygote.refill(SETUP, setup_key(SETUP))
+        dead = zygote.spare[1]["pid"]
+        os.kill(dead, signal.SIGKILL)
+        _until(lambda: zygote.spare is None, zygote)
+        assert zygote.spare is None and dead not in zygote.live
+        reply, fds = zygote.open(SETUP, setup_key(SETUP))
+        for fd in fds:
+            os.close(fd)
+        assert reply["pid"] != dead
     finally:
         zygote.close()
+
+
+def test_the_zygote_keeps_its_books_when_sandboxes_exit_before_it_is_told():
+    """The zygote's own bookkeeping, without isolation: a released sandbox is watched by a pidfd
+    and reaped once it exits; one that an idle ``reap_exited`` took first, or a pid that is not a
+    sandbox, is released without error (the zygote would otherwise die, and its judge with it);
+    a spare that died while idle is dropped, not handed to the next request. Run in a forked
+    child, whose only children are the zygote's sandboxes (``reap_exited`` reaps any exited
+    child)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _zygote_books()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -323,9 +323,10 @@ class Zygote:
             self.reap(pid)
 
     def reap_exited(self) -> None:
-        """While idle: reap whatever has exited (a sandbox whose judge is late or gone, a
-        discarded spare); a sandbox's slot is vacated and recycled as ``reap`` does, so a
-        ``reap`` or ``release`` for it later finds nothing to do."""
+        """While idle: reap whatever has exited (a sandbox whose judge is late or gone, a spare
+        that died); a sandbox's slot is vacated and recycled as ``reap`` does and it leaves the
+        zygote's books (released, spare), so a ``reap`` or ``release`` for it later finds
+        nothing to do and no request is handed a dead spare."""
         while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -336,6 +337,13 @@ class Zygote:
             slot = self.live.pop(pid, None)
             if slot is not None:
                 self.slots.recycle(slot, self.slots.vacate(slot))
+            for pidfd in [fd for fd, released in self.released.items() if released == pid]:
+                del self.released[pidfd]
+                os.close(pidfd)
+            if self.spare is not None and self.spare[1]["pid"] == pid:
+                spare, self.spare = self.spare, None  # a spare that died: the next request builds one
+                for fd in spare[2]:
+                    os.close(fd)
 
     def reap(self, pid: int, reaped: Callable[[int], None] | None = None) -> None:
         """Reap a sandbox's PID 1 (the kernel has then ended every process of its PID
