@@ -324,9 +324,9 @@ class Zygote:
 
     def reap_exited(self) -> None:
         """While idle: reap whatever has exited (a sandbox whose judge is late or gone, a spare
-        that died); a sandbox's slot is vacated and recycled as ``reap`` does and it leaves the
-        zygote's books (released, spare), so a ``reap`` or ``release`` for it later finds
-        nothing to do and no request is handed a dead spare."""
+        that died); ``reap`` vacates and recycles its slot, and it leaves the zygote's books
+        (released, spare), so a ``reap`` or ``release`` for it later finds nothing to do and no
+        request is handed a dead spare."""
         while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -334,9 +334,7 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            slot = self.live.pop(pid, None)
-            if slot is not None:
-                self.slots.recycle(slot, self.slots.vacate(slot))
+            self.reap(pid)  # already collected: only its slot's check and the books are left
             for pidfd in [fd for fd, released in self.released.items() if released == pid]:
                 del self.released[pidfd]
                 os.close(pidfd)
