@@ -142,6 +142,47 @@ def test_a_runner_left_writing_cannot_hold_the_supervisor(code):
     assert verdict.reason != "sandbox_error"
 
 
+#: Forks ``n`` children that each fork a grandchild and exit at once: every grandchild is an
+#: orphan (reparented to PID 1) whose zombie holds one of the sandbox's 32 processes until
+#: reaped. A child whose ``fork`` fails exits 1, so the program sees it and says so.
+ORPHANS = """
+import os, sys, time
+n, pause = map(float, input().split())
+failed = 0
+for _ in range(int(n)):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if os.fork() == 0:
+                os._exit(0)
+        except OSError:
+            os._exit(1)
+        os._exit(0)
+    failed += os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0
+    time.sleep(pause)
+print("forks failed" if failed else "ok")
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_orphans_are_reaped_while_a_test_runs(code, mode):
+    """PID 1 collects orphans' zombies as an init does, while the test runs (it wakes at
+    least every 20 ms to check the CPU clock): 60 orphans, 5 ms apart, in one test of a
+    sandbox that holds 32 processes. Left to the test's end, the 31st ``fork`` failed."""
+    verdict = code.verify(ORPHANS, [{"input": "60 0.005\n", "output": "ok\n"}], stdin_process=mode)
+    assert verdict.correct, verdict.detail
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_orphans_do_not_pile_up_across_a_submissions_tests(code, mode):
+    """Three orphans per test over 40 tests: in the stdin runner, whose process outlives its
+    tests, they were left to the submission's end and test 10's ``fork`` failed, where a
+    process per test passed them all. Both modes now pass them all."""
+    tests = [{"input": "3 0\n", "output": "ok\n"}] * 40
+    verdict = code.verify(ORPHANS, tests, stdin_process=mode)
+    assert verdict.correct and verdict.passed == 40, verdict.detail
+
+
 def test_closed_standard_streams_are_restored_for_the_next_test(code):
     program = "x = int(input())\nwith open(1, 'w') as out:\n    out.write(f'{x * 2}\\n')\nimport os\nos.close(2)"
     assert code.verify(program, doubles(), stdin_process="submission").correct

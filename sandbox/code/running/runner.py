@@ -203,6 +203,9 @@ class Supervisor:
         return child.cpu_s if child.exited else tree_cpu_s(child.pid)
 
     def reap(self, child: Child) -> bool:
+        """Has ``child`` exited? Collects its status and usage once it has, and on every call
+        the zombies of processes the program left behind (``reap_orphans``)."""
+        self.reap_orphans(child)
         if child.exited:
             return True
         try:
@@ -216,6 +219,30 @@ class Supervisor:
         child.cpu_s = max(0.0, usage.ru_utime + usage.ru_stime - child.cpu_base)
         child.max_rss_kb = usage.ru_maxrss
         return True
+
+    def reap_orphans(self, child: Child | None = None) -> None:
+        """Collect the zombies of orphans (processes whose parent exited: reparented to PID 1,
+        or unsafe to this subreaper) as an init does, while tests run and between them. Left
+        until ``kill_everything``, each would hold one of the sandbox's ``processes`` until
+        the test ends, and in the stdin runner until the submission ends: a program that
+        leaves one orphan per test would find ``fork`` failing after about thirty tests, a
+        verdict of our bookkeeping, not of the program. A child this supervisor tracks
+        (``child``, the call child, the stdin runner) is never taken here: its status and
+        usage are ``reap``'s; while one of them is a zombie, orphans wait for the next call."""
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None or any(
+                c is not None and c.pid == info.si_pid and not c.exited
+                for c in (child, self.call_child, self.stdin_child)
+            ):
+                return
+            try:
+                os.waitpid(info.si_pid, os.WNOHANG)
+            except ChildProcessError:
+                return
 
     def classify(self, child: Child, outcome: Outcome, cpu_limit_s: float, cpu_before: float, oom_before: int) -> None:
         """Turn what was observed into ok / re / tle / mle (ole and wall-clock tle are set by
