@@ -58,24 +58,26 @@ def pump(
     """Move bytes until the child exits or ``reader`` has a complete message, keeping output
     in ``stdout`` / ``stderr`` (a sink that refuses more is ``ole``), enforcing the wall clock
     and the CPU budget (``cpu_s`` of the child, which ``reap`` collects once it exits). Never
-    blocks on the child. Returns True when the reader is satisfied. ``coalesce_s``: wake at
-    most this often, so answers to many short calls are read together (timings are then this
-    coarse). ``patience``: how much longer than its wall clock a runnable program under its
-    CPU budget may take."""
+    blocks on the child. Returns True when the reader is satisfied. ``coalesce_s``: once
+    answers are arriving (a read that did not complete the reader), wake at most this often, so
+    answers to many short calls are read together (timings are then this coarse). Never after
+    a write or before the first answer: a batch the child answers at once is read at once,
+    instead of the supervisor sleeping while the machine idles. ``patience``: how much longer
+    than its wall clock a runnable program under its CPU budget may take."""
     feed = feed or Feed()
     fds = child.fds
     if not feed.data and feed_key == "stdin" and fds["stdin"] is not None:
         os.close(fds["stdin"])
         fds["stdin"] = None
     exited_at, next_cpu_check = None, 0.0
-    satisfied, woke = False, 0.0
+    satisfied, woke, streaming = False, 0.0, False
     try:
         while True:
             now = time.monotonic()
-            if coalesce_s and now - woke < coalesce_s:
+            if streaming and now - woke < coalesce_s:
                 time.sleep(coalesce_s - (now - woke))
                 now = time.monotonic()
-            woke = now
+            woke, streaming = now, False
             limit = cpu_limit()
             if now >= deadline():
                 # A program that is runnable (starved by a busy machine, not sleeping) and
@@ -146,6 +148,8 @@ def pump(
                     chunk, time.monotonic(), getattr(reader, "cpu", None) or (lambda: cpu_s(child))
                 ):
                     satisfied = True
+                else:
+                    streaming = bool(coalesce_s)  # answers are arriving: let the rest gather
             if satisfied:
                 return True
     finally:
