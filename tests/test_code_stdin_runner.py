@@ -183,6 +183,47 @@ def test_orphans_do_not_pile_up_across_a_submissions_tests(code, mode):
     assert verdict.correct and verdict.passed == 40, verdict.detail
 
 
+def test_orphan_reaping_is_bounded_per_pass_and_collects_a_tracked_child(tmp_path):
+    """One pass of ``reap_orphans`` reaps at most ``2 * processes`` (64 at least), so zombies
+    made as fast as they are reaped cannot keep the supervisor from its clocks; the next pass
+    takes the rest. A tracked child found among them gets its status, as ``reap`` records it.
+    Run in a forked process: the supervisor reaps any child of its own process."""
+    import os
+
+    from rlvr.sandbox.code.rules.languages import get_language
+    from rlvr.sandbox.code.rules.limits import Limits
+    from rlvr.sandbox.code.running.pump import Child
+    from rlvr.sandbox.code.running.runner import Supervisor
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            sup = Supervisor(get_language("python"), Limits(), None, False, str(tmp_path), None, False)
+            kids = []
+            for number in range(100):
+                kid = os.fork()
+                if kid == 0:
+                    os._exit(7 if number == 0 else 0)
+                kids.append(kid)
+            for kid in kids:  # every one a zombie before the first pass
+                while open(f"/proc/{kid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                    pass
+            sup.call_child = Child(kids[0], -1, 0.0, {})
+            sup.reap_orphans()
+            left = [kid for kid in kids if os.path.exists(f"/proc/{kid}")]
+            assert len(left) == 100 - 64, len(left)
+            assert sup.call_child.exited and os.WEXITSTATUS(sup.call_child.status) == 7
+            sup.reap_orphans()
+            assert not [kid for kid in kids if os.path.exists(f"/proc/{kid}")]
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
 def test_closed_standard_streams_are_restored_for_the_next_test(code):
     program = "x = int(input())\nwith open(1, 'w') as out:\n    out.write(f'{x * 2}\\n')\nimport os\nos.close(2)"
     assert code.verify(program, doubles(), stdin_process="submission").correct
