@@ -8,6 +8,7 @@ and checks the slot's cgroup before the slot serves another sandbox. Each test h
 one of those steps is missing.
 """
 
+import errno
 import os
 import re
 import select
@@ -115,6 +116,10 @@ def _exited_sandbox(zygote) -> int:
     return reply["pid"]
 
 
+def _refused(pid: int, flags: int = 0) -> int:
+    raise OSError(errno.EMFILE, "too many open files")
+
+
 def _until(done, zygote) -> None:
     deadline = time.monotonic() + 10
     while not done() and time.monotonic() < deadline:
@@ -144,6 +149,20 @@ def _zygote_books() -> None:
         zygote.release(os.getpid())
         assert not zygote.released
 
+        pid = _exited_sandbox(zygote)
+        pidfd_open = os.pidfd_open
+        os.pidfd_open = _refused  # no descriptor to watch it with: reaped on the spot
+        try:
+            zygote.release(pid)
+        finally:
+            os.pidfd_open = pidfd_open
+        assert pid not in zygote.live and not zygote.released
+        try:
+            os.waitpid(pid, os.WNOHANG)
+            raise AssertionError("a sandbox released without a pidfd was not reaped")
+        except ChildProcessError:
+            pass
+
         zygote.refill(SETUP, setup_key(SETUP))
         dead = zygote.spare[1]["pid"]
         os.kill(dead, signal.SIGKILL)
@@ -161,9 +180,9 @@ def test_the_zygote_keeps_its_books_when_sandboxes_exit_before_it_is_told():
     """The zygote's own bookkeeping, without isolation: a released sandbox is watched by a pidfd
     and reaped once it exits; one that an idle ``reap_exited`` took first, or a pid that is not a
     sandbox, is released without error (the zygote would otherwise die, and its judge with it);
-    a spare that died while idle is dropped, not handed to the next request. Run in a forked
-    child, whose only children are the zygote's sandboxes (``reap_exited`` reaps any exited
-    child)."""
+    one the zygote cannot open a pidfd for is reaped on the spot; a spare that died while idle
+    is dropped, not handed to the next request. Run in a forked child, whose only children are
+    the zygote's sandboxes (``reap_exited`` reaps any exited child)."""
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -175,3 +194,33 @@ def test_the_zygote_keeps_its_books_when_sandboxes_exit_before_it_is_told():
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_replies_to_a_testers_relayed_calls_are_not_operations_awaiting_an_answer():
+    """A tester sandbox asks the judge for calls (``relay`` frames) and gets replies; only the
+    operation and its outcome count as pending, so after the outcome nothing is pending and the
+    sandbox can be released on the fast path (counting the replies sent every tester sandbox
+    down the slow one)."""
+    from rlvr.sandbox.code.isolation.box import Box
+    from rlvr.sandbox.code.rules.limits import Limits
+    from rlvr.sandbox.wire import read_frame, write_frame
+
+    to_box_r, to_box_w = os.pipe()
+    from_box_r, from_box_w = os.pipe()
+    box = Box("python", Limits())
+    box.ctl, box.res = to_box_w, from_box_r
+    try:
+        box.send({"op": "assert", "spec": {}, "wall_s": 1})
+        for _ in range(3):
+            write_frame(from_box_w, {"relay": True}, b"call")
+            header, _ = box.receive(5)
+            assert header == {"relay": True}
+            box.send({"status": "value"}, b"answer")
+        assert box.pending == 1
+        write_frame(from_box_w, {"outcome": {"status": "ok"}})
+        box.receive(5)
+        assert box.pending == 0
+        assert [read_frame(to_box_r)[0].get("op") for _ in range(4)] == ["assert", None, None, None]
+    finally:
+        for fd in (to_box_r, to_box_w, from_box_r, from_box_w):
+            os.close(fd)
