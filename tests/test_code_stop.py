@@ -120,6 +120,16 @@ def _refused(pid: int, flags: int = 0) -> int:
     raise OSError(errno.EMFILE, "too many open files")
 
 
+def _assert_reaped(zygote, pid: int, why: str) -> None:
+    """``pid`` is out of the zygote's books and no longer its child (reaped, not a zombie)."""
+    assert pid not in zygote.live and not zygote.released
+    try:
+        os.waitpid(pid, os.WNOHANG)
+        raise AssertionError(why)
+    except ChildProcessError:
+        pass
+
+
 def _until(done, zygote) -> None:
     deadline = time.monotonic() + 10
     while not done() and time.monotonic() < deadline:
@@ -135,12 +145,7 @@ def _zygote_books() -> None:
         assert list(zygote.released.values()) == [pid]
         ready, _, _ = select.select(list(zygote.released), [], [], 10.0)
         zygote.reap_released(ready)
-        assert pid not in zygote.live and not zygote.released
-        try:
-            os.waitpid(pid, os.WNOHANG)
-            raise AssertionError("a released sandbox was not reaped")
-        except ChildProcessError:
-            pass
+        _assert_reaped(zygote, pid, "a released sandbox was not reaped")
 
         pid = _exited_sandbox(zygote)
         _until(lambda: pid not in zygote.live, zygote)
@@ -156,12 +161,7 @@ def _zygote_books() -> None:
             zygote.release(pid)
         finally:
             os.pidfd_open = pidfd_open
-        assert pid not in zygote.live and not zygote.released
-        try:
-            os.waitpid(pid, os.WNOHANG)
-            raise AssertionError("a sandbox released without a pidfd was not reaped")
-        except ChildProcessError:
-            pass
+        _assert_reaped(zygote, pid, "a sandbox released without a pidfd was not reaped")
 
         zygote.refill(SETUP, setup_key(SETUP))
         dead = zygote.spare[1]["pid"]
