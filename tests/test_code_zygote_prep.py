@@ -158,6 +158,26 @@ def test_a_program_sees_exactly_the_sandbox_environment(unsafe, monkeypatch):
     assert reply.get("passed") == 2, reply
 
 
+FORK_HOOKS_VIEW = """
+import sys
+loaded = [m for m in ("threading", "logging", "multiprocessing", "concurrent.futures") if m in sys.modules]
+print("OK" if not loaded else f"loaded before the program: {loaded}")
+"""
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_no_module_that_hooks_fork_is_loaded_in_a_judges_zygote(unsafe):
+    """Every sandbox process is a fork of the zygote, itself a fork of the judge: a module the
+    judge loads that registers an after-fork handler (``threading``, ``logging``) runs that
+    handler in every PID 1 and test process, and its writes are copy-on-write faults (~160 per
+    sandbox, ~80 per further test, measured when ``blobs`` imported ``threading``). A program
+    sees none of them loaded, the zygote forked after the judge's own imports as in ``main``."""
+    if not unsafe and not ISOLATED:
+        pytest.skip("needs the sandbox's isolation (root, namespaces)")
+    reply = judge_in_fresh_process(FORK_HOOKS_VIEW, [{"input": "", "output": "OK"}] * 2, unsafe=unsafe)
+    assert reply.get("passed") == 2, reply
+
+
 IPC_SWEEP = """
 import ctypes, os, sys
 from rlvr.sandbox.code.isolation.ipc import remove_ipc_objects
