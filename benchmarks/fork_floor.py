@@ -1,0 +1,290 @@
+"""What a fresh forked interpreter per stdin test costs at the least, and where a test process's
+own CPU goes, step by step (issue 41: why a further stdin test is not halved).
+
+Three measurements, in a process holding what a judge's zygote holds (the judge's modules and the
+zygote's preloads, frozen for the garbage collector), each test a trivial program over a pipe:
+
+* ``fork``: the supervisor forks each test itself (as PID 1 does); page faults and CPU of the
+  supervisor and of the test process;
+* ``helper``: a helper forked once clones each test with ``CLONE_PARENT`` (the test is still the
+  supervisor's child, so it reaps it and reads its usage), so the supervisor's own pages are never
+  write-protected by a test's fork: the design of a "test zygote";
+* ``steps``: the test process runs the sandbox's own steps (``enter_child``'s, then
+  ``python_streams``) before the program; faults and CPU of each.
+
+    python benchmarks/fork_floor.py                 # as root (the steps drop privileges)
+    python benchmarks/fork_floor.py --tests 2000
+
+No namespace, cgroup or mount is made: these are the costs of the processes alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import fcntl
+import gc
+import json
+import os
+import resource
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import rlvr.sandbox.code.judging.judge  # noqa: E402,F401  (a judge's modules, as its zygote has them)
+from rlvr.sandbox.code.isolation import seccomp  # noqa: E402
+from rlvr.sandbox.code.isolation.child import python_streams, sandbox_environment  # noqa: E402
+from rlvr.sandbox.code.isolation.primitives import ResourceLimits, apply_rlimits, drop_privileges  # noqa: E402
+from rlvr.sandbox.code.isolation.zygote import PRELOAD  # noqa: E402
+
+PROGRAM = compile("print(sum(range(10)))", "main.py", "exec")
+EXPECTED = b"45\n"
+LIMITS = ResourceLimits(cpu_s=2, memory_bytes=None, processes=32, open_files=64, file_bytes=1 << 20)
+SANDBOX_UID = 65000
+CLONE_PARENT, SIGCHLD, NR_CLONE = 0x00008000, 17, 56
+
+
+def cpu_s() -> float:
+    return time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)
+
+
+def run_program(out_fd: int) -> None:
+    os.dup2(out_fd, 1)
+    os.close(out_fd)
+    exec(PROGRAM, {"__name__": "__main__"})
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def one_test(spawn: Callable[[int], int]) -> float:
+    """Spawn a test writing to a fresh pipe, read it to the end, reap it; its CPU seconds."""
+    r, w = os.pipe()
+    pid = spawn(w)
+    os.close(w)
+    out = b""
+    while chunk := os.read(r, 4096):
+        out += chunk
+    os.close(r)
+    _, status, usage = os.wait4(pid, 0)
+    if status != 0 or out != EXPECTED:
+        raise SystemExit(f"a test went wrong: status {status}, output {out[:200]!r}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def forked(w: int) -> int:
+    pid = os.fork()
+    if pid == 0:
+        run_program(w)
+    return pid
+
+
+class Helper:
+    """A process forked once that clones each test with ``CLONE_PARENT`` on request (the pipe's
+    write end passed over a Unix socket)."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair()
+        self.pid = os.fork()
+        if self.pid == 0:
+            ours.close()
+            self.serve(theirs)
+        theirs.close()
+        self.sock = ours
+
+    @staticmethod
+    def serve(sock: socket.socket) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        api = ctypes.pythonapi
+        while True:
+            message, fds, _, _ = socket.recv_fds(sock, 16, 1)
+            if not message:
+                os._exit(0)
+            api.PyOS_BeforeFork()
+            pid = libc.syscall(NR_CLONE, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0)
+            if pid == 0:
+                api.PyOS_AfterFork_Child()
+                sock.close()
+                run_program(fds[0])
+            api.PyOS_AfterFork_Parent()
+            os.close(fds[0])
+            sock.send(int(pid).to_bytes(4, "little"))
+
+    def spawn(self, w: int) -> int:
+        socket.send_fds(self.sock, [b"x"], [w])
+        return int.from_bytes(self.sock.recv(4), "little")
+
+    def usage(self) -> tuple[int, float]:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[7]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        self.sock.close()
+        os.waitpid(self.pid, 0)
+
+
+def per_test(spawn: Callable[[int], int], tests: int, helper: Helper | None = None) -> dict[str, float]:
+    """Mean faults and CPU-ms per test of the supervisor, the tests and the helper."""
+    for _ in range(30):
+        one_test(spawn)
+    own0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    helper0 = helper.usage() if helper else (0, 0.0)
+    start = time.perf_counter()
+    for _ in range(tests):
+        one_test(spawn)
+    wall = time.perf_counter() - start
+    own1, kids1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    helper1 = helper.usage() if helper else (0, 0.0)
+    return {
+        "supervisor faults": (own1.ru_minflt - own0.ru_minflt) / tests,
+        "test faults": (kids1.ru_minflt - kids0.ru_minflt) / tests,
+        "helper faults": (helper1[0] - helper0[0]) / tests,
+        "supervisor CPU-ms": 1e3 * (own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime) / tests,
+        "test CPU-ms": 1e3 * (kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime) / tests,
+        "helper CPU-ms": 1e3 * (helper1[1] - helper0[1]) / tests,
+        "wall ms": 1e3 * wall / tests,
+    }
+
+
+def sandbox_steps(workdir: str, tests: int) -> dict[str, tuple[float, float]]:
+    """Median faults and CPU-µs of each of the test process's steps (``enter_child``'s order)."""
+    rows: dict[str, list[tuple[int, float]]] = {}
+    for _ in range(tests):
+        out_r, out_w = os.pipe()
+        log_r, log_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            marks: list[tuple[str, int, float]] = []
+
+            def mark(name: str) -> None:
+                marks.append((name, resource.getrusage(resource.RUSAGE_SELF).ru_minflt, cpu_s()))
+
+            mark("fork's return")
+            os.setsid()
+            mark("setsid")
+            fds = {0: os.open("/dev/null", os.O_RDONLY), 1: out_w, 2: out_w, 3: log_w}
+            parked = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 256) for target, source in fds.items()}
+            for target, source in parked.items():
+                os.dup2(source, target)
+            os.closerange(4, 65536)
+            mark("descriptors")
+            os.chdir(workdir)
+            adj = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(adj, b"1000")
+            os.close(adj)
+            mark("chdir, oom_score_adj")
+            apply_rlimits(LIMITS)
+            mark("rlimits")
+            drop_privileges(SANDBOX_UID)
+            mark("privilege drop")
+            seccomp.install()
+            mark("seccomp filter")
+            python_streams(False)
+            mark("python_streams")
+            exec(PROGRAM, {"__name__": "__main__"})
+            sys.stdout.flush()
+            mark("program")
+            os.write(3, json.dumps(marks).encode())
+            os._exit(0)
+        os.close(out_w)
+        os.close(log_w)
+        while os.read(out_r, 4096):
+            pass
+        log = b""
+        while chunk := os.read(log_r, 65536):
+            log += chunk
+        os.close(out_r)
+        os.close(log_r)
+        os.waitpid(pid, 0)
+        marks = json.loads(log)
+        rows.setdefault(marks[0][0], []).append((marks[0][1], 0.0))
+        for (_, faults0, cpu0), (name, faults1, cpu1) in zip(marks, marks[1:]):
+            rows.setdefault(name, []).append((faults1 - faults0, (cpu1 - cpu0) * 1e6))
+    return {
+        name: (statistics.median(f for f, _ in values), statistics.median(c for _, c in values))
+        for name, values in rows.items()
+    }
+
+
+def filter_attach_us(program: Callable[[], None], tests: int) -> float:
+    """Median CPU-µs of attaching a filter (``program`` installs it) in a fresh child."""
+    times = []
+    for _ in range(tests):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _PRCTL(38, 1, None, 0, 0)  # PR_SET_NO_NEW_PRIVS, as before our filter
+            start = cpu_s()
+            program()
+            os.write(w, repr((cpu_s() - start) * 1e6).encode())
+            os._exit(0)
+        os.close(w)
+        times.append(float(os.read(r, 64)))
+        os.close(r)
+        os.waitpid(pid, 0)
+    return statistics.median(times)
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+#: One instruction, allow everything (BPF_RET|BPF_K, SECCOMP_RET_ALLOW), built before any fork.
+_ALLOW = (_SockFilter * 1)(_SockFilter(0x06, 0, 0, 0x7FFF0000))
+_ALLOW_PROG = _SockFprog(1, _ALLOW)
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+_PRCTL.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+_ALLOW_ADDRESS = ctypes.addressof(_ALLOW_PROG)
+
+
+def one_instruction_filter() -> None:
+    """Attach a filter of one instruction: what attaching costs by itself."""
+    if _PRCTL(22, 2, _ALLOW_ADDRESS, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        os._exit(3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tests", type=int, default=1000, help="tests per measurement")
+    parser.add_argument("--rounds", type=int, default=2, help="fork and helper measured in turn this many times")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("run as root: the sandbox's steps drop privileges")
+    for name in PRELOAD:
+        __import__(name)
+    workdir = tempfile.mkdtemp(prefix="rlvr-fork-floor-")
+    os.chmod(workdir, 0o777)
+    sandbox_environment(workdir)  # as the zygote does once; the test process only checks it
+    gc.collect()
+    gc.freeze()
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    print(f"per trivial test, {args.tests} tests, a supervisor of {peak_mib} MiB peak RSS")
+    for round_ in range(1, args.rounds + 1):
+        for label in ("fork", "helper"):
+            helper = Helper() if label == "helper" else None
+            numbers = per_test(helper.spawn if helper else forked, args.tests, helper)
+            if helper:
+                helper.close()
+            print(f"  round {round_} {label:6s} " + ", ".join(f"{k} {v:.2f}" for k, v in numbers.items()))
+    print("the test process's steps (medians), as the sandbox runs them, before the program:")
+    for name, (faults, cpu_us) in sandbox_steps(workdir, args.tests // 2).items():
+        print(f"  {name:22s} {faults:6.0f} faults {cpu_us:8.1f} CPU-µs")
+    ours = filter_attach_us(seccomp.install, args.tests // 4)
+    one = filter_attach_us(one_instruction_filter, args.tests // 4)
+    print(f"attaching a filter: ours {ours:.1f} CPU-µs, one of a single instruction {one:.1f} CPU-µs")
+    os.rmdir(workdir)
+
+
+if __name__ == "__main__":
+    main()
