@@ -49,6 +49,10 @@ EXPECTED = b"45\n"
 LIMITS = ResourceLimits(cpu_s=2, memory_bytes=None, processes=32, open_files=64, file_bytes=1 << 20)
 SANDBOX_UID = 65000
 CLONE_PARENT, SIGCHLD, NR_CLONE = 0x00008000, 17, 56
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.syscall.restype = ctypes.c_long
+PRCTL = LIBC.prctl
+PRCTL.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
 
 
 def cpu_s() -> float:
@@ -100,15 +104,13 @@ class Helper:
 
     @staticmethod
     def serve(sock: socket.socket) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
         api = ctypes.pythonapi
         while True:
             message, fds, _, _ = socket.recv_fds(sock, 16, 1)
             if not message:
                 os._exit(0)
             api.PyOS_BeforeFork()
-            pid = libc.syscall(NR_CLONE, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0)
+            pid = LIBC.syscall(NR_CLONE, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0)
             if pid == 0:
                 api.PyOS_AfterFork_Child()
                 sock.close()
@@ -154,7 +156,9 @@ def per_test(spawn: Callable[[int], int], tests: int, helper: Helper | None = No
 
 
 def sandbox_steps(workdir: str, tests: int) -> dict[str, tuple[float, float]]:
-    """Median faults and CPU-µs of each of the test process's steps (``enter_child``'s order)."""
+    """Median faults and CPU-µs of each of the test process's steps. They are
+    ``child.enter_child``'s steps written out in its order (calling it would time them as one),
+    so a change to ``enter_child`` belongs here too."""
     rows: dict[str, list[tuple[int, float]]] = {}
     for _ in range(tests):
         out_r, out_w = os.pipe()
@@ -220,7 +224,7 @@ def filter_attach_us(program: Callable[[], None], tests: int) -> float:
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            _PRCTL(38, 1, None, 0, 0)  # PR_SET_NO_NEW_PRIVS, as before our filter
+            PRCTL(38, 1, None, 0, 0)  # PR_SET_NO_NEW_PRIVS, as before our filter
             start = cpu_s()
             program()
             os.write(w, repr((cpu_s() - start) * 1e6).encode())
@@ -243,14 +247,12 @@ class _SockFprog(ctypes.Structure):
 #: One instruction, allow everything (BPF_RET|BPF_K, SECCOMP_RET_ALLOW), built before any fork.
 _ALLOW = (_SockFilter * 1)(_SockFilter(0x06, 0, 0, 0x7FFF0000))
 _ALLOW_PROG = _SockFprog(1, _ALLOW)
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-_PRCTL.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
 _ALLOW_ADDRESS = ctypes.addressof(_ALLOW_PROG)
 
 
 def one_instruction_filter() -> None:
     """Attach a filter of one instruction: what attaching costs by itself."""
-    if _PRCTL(22, 2, _ALLOW_ADDRESS, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    if PRCTL(22, 2, _ALLOW_ADDRESS, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
         os._exit(3)
 
 
