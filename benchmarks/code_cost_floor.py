@@ -108,20 +108,23 @@ def _tree_usage(pid: int) -> tuple[float, int]:
 
 
 def overhead_worker(repeat: int) -> None:
-    """Run in a fresh process: a judge's zygote started before anything heavy is imported (as
-    the judge's ``main`` does), then trivial submissions graded in this process. CPU per
+    """Run in a fresh process: a judge's zygote started before the judge's own modules load (as
+    ``judge_main`` does), then trivial submissions graded in this process. CPU per
     submission = this judge's + the zygote's tree (every sandbox is its descendant and reaped) +
     kernel threads (a thread that exits during the run loses its last ticks: a lower bound)."""
     from rlvr.sandbox.code.isolation import box
+    from rlvr.sandbox.code.isolation.primitives import isolation_available
     from rlvr.sandbox.code.isolation.zygote import start_zygote
-    from rlvr.sandbox.code.judging import judge
 
-    judge.ISOLATION = judge.isolation_available()
-    if not judge.ISOLATION[0]:
-        print(f"  isolation unavailable: {judge.ISOLATION[1]}")
+    isolation = isolation_available()
+    if not isolation[0]:
+        print(f"  isolation unavailable: {isolation[1]}")
         return
-    box.ZYGOTE = start_zygote(True)
+    zygote = start_zygote(True)  # before the judge's own modules load, as judge_main does
+    from rlvr.sandbox.code.judging import judge
     from rlvr.sandbox.code.verify import CodeGrader
+
+    judge.ISOLATION, box.ZYGOTE = isolation, zygote
 
     grader = CodeGrader(workers=1)
     kinds = {

@@ -1,7 +1,7 @@
 """What a fresh forked interpreter per stdin test costs at the least, and where a test process's
 own CPU goes, step by step (issue 41: why a further stdin test is not halved).
 
-Three measurements, in a process holding what a judge's zygote holds (the judge's modules and the
+Three measurements, in a process holding what a judge's zygote holds (the sandbox's modules and the
 zygote's preloads, frozen for the garbage collector), each test a trivial program over a pipe:
 
 * ``fork``: the supervisor forks each test itself (as PID 1 does); page faults and CPU of the
@@ -38,7 +38,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import rlvr.sandbox.code.judging.judge  # noqa: E402,F401  (a judge's modules, as its zygote has them)
+import rlvr.sandbox.code.isolation.zygote  # noqa: E402,F401  (what a judge's zygote loads, as judge_main forks it)
 from rlvr.sandbox.code.isolation import seccomp  # noqa: E402
 from rlvr.sandbox.code.isolation.child import python_streams, sandbox_environment  # noqa: E402
 from rlvr.sandbox.code.isolation.primitives import ResourceLimits, apply_rlimits, drop_privileges  # noqa: E402

@@ -20,6 +20,7 @@ from rlvr.sandbox.code.isolation.primitives import isolation_available, read_byt
 from rlvr.sandbox.code.isolation.zygote import Zygote
 from rlvr.sandbox.code.rules.limits import Limits
 from rlvr.sandbox.code.running.output import SANDBOX_RUN, StrippedLines, shorten_runs
+from rlvr.sandbox.code.verify import CodeGrader
 from rlvr.sandbox.wire import compact_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,16 +37,19 @@ print("OK" if not host and path_ok else f"host modules {host[:5]} path {sys.path
 
 def judge_in_fresh_process(program: str, tests: list[dict], *, unsafe: bool = False, preamble: str = "") -> dict:
     """``program`` graded on ``tests`` in a fresh interpreter that runs ``preamble``, then forks
-    a zygote (isolated unless ``unsafe``) as a judge's ``main`` does; the judge's reply."""
+    a zygote (isolated unless ``unsafe``) and loads the judge, as ``judge_main`` does; the
+    judge's reply."""
     script = "\n".join(
         [
             "import json",
             preamble,
             "from rlvr.sandbox.code.isolation import box",
+            "from rlvr.sandbox.code.isolation.primitives import isolation_available",
             "from rlvr.sandbox.code.isolation.zygote import start_zygote",
+            f"isolation = (True, '') if {unsafe!r} else isolation_available()",
+            f"zygote = start_zygote(not {unsafe!r})",
             "from rlvr.sandbox.code.judging import judge",
-            f"judge.ISOLATION = (True, '') if {unsafe!r} else judge.isolation_available()",
-            f"box.ZYGOTE = start_zygote(not {unsafe!r})",
+            "judge.ISOLATION, box.ZYGOTE = isolation, zygote",
             "from rlvr.sandbox.code.verify import CodeGrader",
             f"_, request, _ = CodeGrader(workers=1, unsafe={unsafe!r}).prepare({program!r}, {tests!r})",
             "print(json.dumps(judge.handle(dict(request))))",
@@ -171,11 +175,39 @@ def test_no_module_that_hooks_fork_is_loaded_in_a_judges_zygote(unsafe):
     judge loads that registers an after-fork handler (``threading``, ``logging``) runs that
     handler in every PID 1 and test process, and its writes are copy-on-write faults (~160 per
     sandbox, ~80 per further test, measured when ``blobs`` imported ``threading``). A program
-    sees none of them loaded, the zygote forked after the judge's own imports as in ``main``."""
+    sees none of them loaded."""
     if not unsafe and not ISOLATED:
         pytest.skip("needs the sandbox's isolation (root, namespaces)")
     reply = judge_in_fresh_process(FORK_HOOKS_VIEW, [{"input": "", "output": "OK"}] * 2, unsafe=unsafe)
     assert reply.get("passed") == 2, reply
+
+
+JUDGE_ONLY_VIEW = """
+import sys
+JUDGE_ONLY = (
+    "rlvr.sandbox.code.judging.judge", "rlvr.sandbox.code.judging.compare", "rlvr.sandbox.code.judging.known_tests",
+    "rlvr.sandbox.code.judging.blobs", "hashlib", "_hashlib", "hmac", "secrets", "shutil", "bz2", "lzma", "platform",
+)
+loaded = [m for m in JUDGE_ONLY if m in sys.modules]
+print("OK" if not loaded else f"loaded before the program: {loaded}")
+"""
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_a_judges_zygote_holds_only_what_sandboxes_run(unsafe):
+    """Through the pool, as users grade: a judge forks its zygote before loading its own
+    modules (``judge_main``), and the sandbox's modules load nothing only the judge uses
+    (``hashlib`` and OpenSSL, ``shutil`` with ``bz2``/``lzma``, ``platform``). Every sandbox
+    process copies the zygote's page tables at fork and frees them at exit: ~1.5 MiB of its
+    ~12 MiB of private memory was these."""
+    if not unsafe and not ISOLATED:
+        pytest.skip("needs the sandbox's isolation (root, namespaces)")
+    grader = CodeGrader(workers=1, unsafe=unsafe)
+    try:
+        verdict = grader.verify(JUDGE_ONLY_VIEW, [{"input": "", "output": "OK"}] * 2)
+    finally:
+        grader.close()
+    assert verdict.reason == "ok", verdict.detail
 
 
 IPC_SWEEP = """

@@ -106,7 +106,7 @@ class CodeGrader:
                 self._pool = None  # forked: the parent's workers are not ours to use
             if self._pool is None:
                 self._pool = WorkerPool(
-                    "rlvr.sandbox.code.judging.judge", self.workers, env=judge_env(), cwd=PACKAGE_ROOT
+                    "rlvr.sandbox.code.judging.judge_main", self.workers, env=judge_env(), cwd=PACKAGE_ROOT
                 )
             return self._pool
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
+import random
 import resource
-import secrets
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +35,7 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 
 MNT_DETACH = 2
-NR_KEYCTL = 250 if platform.machine() in ("x86_64", "AMD64") else 219
+NR_KEYCTL = 250 if os.uname().machine in ("x86_64", "AMD64") else 219
 KEYCTL_JOIN_SESSION_KEYRING = 1
 
 PR_SET_PDEATHSIG = 1
@@ -50,8 +49,13 @@ SANDBOX_UID_BASE = 2_000_000
 SANDBOX_UID_END = 2**31 - 1
 
 
+#: The operating system's randomness (``secrets`` would load ``hmac``, ``hashlib`` and OpenSSL
+#: into the zygote, whose pages every sandbox process then maps, copies at fork and frees).
+_SYSTEM_RANDOM = random.SystemRandom()
+
+
 def sandbox_uid() -> int:
-    return SANDBOX_UID_BASE + secrets.randbelow(SANDBOX_UID_END - SANDBOX_UID_BASE)
+    return _SYSTEM_RANDOM.randrange(SANDBOX_UID_BASE, SANDBOX_UID_END)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import platform
+import os
 import struct
+import sys
 
 from rlvr.sandbox.code.isolation.primitives import libc_function
 
@@ -111,49 +112,84 @@ OFFSET_NR, OFFSET_ARCH, OFFSET_ARG0 = 0, 4, 16
 
 
 def available() -> bool:
-    return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
+    return sys.platform.startswith("linux") and os.uname().machine in ("x86_64", "AMD64")
 
 
-def _stmt(code: int, k: int) -> tuple[int, int, int, int]:
-    return (code, 0, 0, k)
+#: Calls decided by their first argument or refused with another errno: each has its own block.
+SPECIAL = {NR_CLONE: "clone", NR_CLONE3: "clone3", NR_SOCKET: "socket", NR_SOCKETPAIR: "socket"}
+#: Calls compared one by one at a leaf of the search tree.
+LEAF_SIZE = 4
+
+Instruction = tuple[int, int, int, int]
 
 
-def _jump(code: int, k: int, jt: int, jf: int) -> tuple[int, int, int, int]:
-    return (code, jt, jf, k)
-
-
-def build_filter() -> list[tuple[int, int, int, int]]:
-    """The filter program: (code, jt, jf, k) instructions."""
+def build_filter() -> list[Instruction]:
+    """The filter program: (code, jt, jf, k) instructions. After the architecture checks, a
+    binary search over the call numbers the filter names (``JGE`` splits down to leaves of at
+    most ``LEAF_SIZE`` ``JEQ``), so any call is decided in at most 14 instructions, where a walk
+    down the list of ~60 took up to 73. Attaching a filter makes the kernel run it once for every
+    call number (to cache the ones always allowed), and every test process attaches it: 115-118
+    CPU-µs with the list, 57-66 with the search (``benchmarks/fork_floor.py``)."""
+    actions = {n: "deny" for n in DENIED_X86_64.values()} | SPECIAL
     deny = SECCOMP_RET_ERRNO | errno.EPERM
-    prog = [
-        _stmt(BPF_LD_W_ABS, OFFSET_ARCH),
-        _jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
-        _stmt(BPF_RET_K, SECCOMP_RET_KILL_PROCESS),
-        _stmt(BPF_LD_W_ABS, OFFSET_NR),
-        _jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1),
-        _stmt(BPF_RET_K, deny),
+    code: list[tuple[int, int | str, int | str, int] | str] = [
+        (BPF_LD_W_ABS, 0, 0, OFFSET_ARCH),
+        (BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+        (BPF_LD_W_ABS, 0, 0, OFFSET_NR),
+        (BPF_JGE_K, "deny", 0, X32_SYSCALL_BIT),
     ]
-    for number in sorted(DENIED_X86_64.values()):
-        prog += [_jump(BPF_JEQ_K, number, 0, 1), _stmt(BPF_RET_K, deny)]
-    prog += [_jump(BPF_JEQ_K, NR_CLONE3, 0, 1), _stmt(BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS)]
-    # socket / socketpair: the domain (first argument) must be AF_UNIX.
-    prog += [
-        _jump(BPF_JEQ_K, NR_SOCKET, 1, 0),
-        _jump(BPF_JEQ_K, NR_SOCKETPAIR, 0, 4),
-        _stmt(BPF_LD_W_ABS, OFFSET_ARG0),
-        _jump(BPF_JEQ_K, AF_UNIX, 0, 1),
-        _stmt(BPF_RET_K, SECCOMP_RET_ALLOW),
-        _stmt(BPF_RET_K, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT),
+    code += _search(sorted(actions), actions)
+    code += [
+        "deny",
+        (BPF_RET_K, 0, 0, deny),
+        "clone3",  # ENOSYS: the C library falls back to clone, whose flags are checked below
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
+        "socket",  # socket / socketpair: the domain (first argument) must be AF_UNIX
+        (BPF_LD_W_ABS, 0, 0, OFFSET_ARG0),
+        (BPF_JEQ_K, "allow", 0, AF_UNIX),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT),
+        "clone",  # no namespace flag in its first argument
+        (BPF_LD_W_ABS, 0, 0, OFFSET_ARG0),
+        (BPF_JSET_K, 0, "allow", CLONE_NEW_FLAGS),
+        (BPF_RET_K, 0, 0, deny),
+        "allow",
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
     ]
-    # clone: no namespace flags in its first argument.
-    prog += [
-        _jump(BPF_JEQ_K, NR_CLONE, 0, 3),
-        _stmt(BPF_LD_W_ABS, OFFSET_ARG0),
-        _jump(BPF_JSET_K, CLONE_NEW_FLAGS, 0, 1),
-        _stmt(BPF_RET_K, deny),
-        _stmt(BPF_RET_K, SECCOMP_RET_ALLOW),
+    return _resolve(code)
+
+
+def _search(numbers: list[int], actions: dict[int, str]) -> list:
+    """Code that jumps to ``actions[n]``'s label for each of ``numbers`` (sorted) and allows
+    every other call: ``JGE`` on the middle number, the lower half falling through."""
+    if len(numbers) <= LEAF_SIZE:
+        return [(BPF_JEQ_K, actions[n], 0, n) for n in numbers] + [(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
+    middle = len(numbers) // 2
+    upper = f"ge{numbers[middle]}"
+    return [
+        (BPF_JGE_K, upper, 0, numbers[middle]),
+        *_search(numbers[:middle], actions),
+        upper,
+        *_search(numbers[middle:], actions),
     ]
-    return prog
+
+
+def _resolve(code: list) -> list[Instruction]:
+    """Labels (strings in the list) to classic BPF's jumps: forward only, 0-255 places."""
+    where: dict[str, int] = {}
+    program: list[tuple] = []
+    for item in code:
+        if isinstance(item, str):
+            where[item] = len(program)
+        else:
+            program.append(item)
+    resolved = []
+    for i, (op, jt, jf, k) in enumerate(program):
+        offsets = [where[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)]
+        if not all(0 <= o <= 255 for o in offsets):
+            raise ValueError(f"seccomp filter: jump out of range at {i}")
+        resolved.append((op, offsets[0], offsets[1], k))
+    return resolved
 
 
 class _SockFprog(ctypes.Structure):

@@ -32,8 +32,6 @@ from typing import Any
 from rlvr.sandbox.code.isolation import box
 from rlvr.sandbox.code.isolation.box import MARGIN_S, Box, SandboxDown
 from rlvr.sandbox.code.isolation.child import SHARED
-from rlvr.sandbox.code.isolation.primitives import isolation_available
-from rlvr.sandbox.code.isolation.zygote import start_zygote
 from rlvr.sandbox.code.judging.compare import Comparison, ResultJudge, describe_value
 from rlvr.sandbox.code.judging.judge_memory import limit_own_memory
 from rlvr.sandbox.code.judging.known_tests import tests_of
@@ -411,12 +409,11 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     return submission.run()
 
 
-def main() -> None:
-    """Fork the zygote first, while this process is small (fork cost grows with memory), then
-    load what judging needs."""
+def main(isolation: tuple[bool, str], zygote: tuple[int, Any]) -> None:
+    """Serve requests with the zygote ``judge_main`` forked before this module loaded."""
     global ISOLATION
-    ISOLATION = isolation_available()
-    box.ZYGOTE = start_zygote(ISOLATION[0])
+    ISOLATION = isolation
+    box.ZYGOTE = zygote
     limit_own_memory()
     from rlvr.sandbox.pool import serve
 
@@ -433,7 +430,3 @@ def _stop_zygote() -> None:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
-
-
-if __name__ == "__main__":
-    main()

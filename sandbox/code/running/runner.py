@@ -17,7 +17,6 @@ import fcntl
 import os
 import resource
 import select
-import shutil
 import signal
 import time
 from typing import Any, Callable
@@ -301,6 +300,8 @@ class Supervisor:
         if self.isolated:
             fresh_scratch(self.limits.scratch_mb, self.limits.scratch_files)
         else:
+            import shutil  # unsafe mode only: not loaded into the zygote (it brings bz2 and lzma)
+
             shutil.rmtree(self.scratch, ignore_errors=True)
             os.makedirs(self.scratch, mode=0o777)
         self.scratch_dirty = False

@@ -8,7 +8,6 @@ copied into the program directory and sealed read-only before any test runs.
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 from dataclasses import replace
 from typing import Any
@@ -67,6 +66,8 @@ def serve_submission(
         outcome = supervisor.compile()
         compiled = {**outcome.header(), "stderr": outcome.stderr[-4000:].decode("utf-8", "replace")}
         if outcome.status == "ok":
+            import shutil  # here, not in the zygote: it loads bz2 and lzma, which Python programs rarely use
+
             binary = os.path.join(supervisor.prog_dir, "main")
             shutil.copyfile(
                 os.path.join(supervisor.scratch, "main")
