@@ -186,7 +186,7 @@ JUDGE_ONLY_VIEW = """
 import sys
 JUDGE_ONLY = (
     "rlvr.sandbox.code.judging.judge", "rlvr.sandbox.code.judging.compare", "rlvr.sandbox.code.judging.known_tests",
-    "rlvr.sandbox.code.judging.blobs", "hashlib", "_hashlib", "hmac", "secrets", "shutil", "bz2", "lzma", "platform",
+    "rlvr.sandbox.code.judging.blobs", "hmac", "secrets", "shutil", "bz2", "lzma", "platform",
 )
 loaded = [m for m in JUDGE_ONLY if m in sys.modules]
 print("OK" if not loaded else f"loaded before the program: {loaded}")
@@ -197,9 +197,8 @@ print("OK" if not loaded else f"loaded before the program: {loaded}")
 def test_a_judges_zygote_holds_only_what_sandboxes_run(unsafe):
     """Through the pool, as users grade: a judge forks its zygote before loading its own
     modules (``judge_main``), and the sandbox's modules load nothing only the judge uses
-    (``hashlib`` and OpenSSL, ``shutil`` with ``bz2``/``lzma``, ``platform``). Every sandbox
-    process copies the zygote's page tables at fork and frees them at exit: ~1.5 MiB of its
-    ~12 MiB of private memory was these."""
+    (``secrets`` with ``hmac``, ``shutil`` with ``bz2``/``lzma``, ``platform``). Every sandbox
+    process copies the zygote's page tables at fork and frees them at exit."""
     if not unsafe and not ISOLATED:
         pytest.skip("needs the sandbox's isolation (root, namespaces)")
     grader = CodeGrader(workers=1, unsafe=unsafe)
