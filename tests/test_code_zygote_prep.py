@@ -171,8 +171,8 @@ print("OK" if not loaded else f"loaded before the program: {loaded}")
 
 @pytest.mark.parametrize("unsafe", [False, True])
 def test_no_module_that_hooks_fork_is_loaded_in_a_judges_zygote(unsafe):
-    """Every sandbox process is a fork of the zygote, itself a fork of the judge: a module the
-    judge loads that registers an after-fork handler (``threading``, ``logging``) runs that
+    """Every sandbox process is a fork of the zygote, itself a fork of the judge: a module loaded
+    before that fork that registers an after-fork handler (``threading``, ``logging``) runs that
     handler in every PID 1 and test process, and its writes are copy-on-write faults (~160 per
     sandbox, ~80 per further test, measured when ``blobs`` imported ``threading``). A program
     sees none of them loaded."""

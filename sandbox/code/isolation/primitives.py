@@ -115,8 +115,8 @@ def empty_network_namespace() -> int:
 
 
 def read_bytes(path: str) -> bytes:
-    """A whole (small, kernel-made) file through plain system calls: no Python file object,
-    whose buffers and codec a forked zygote or supervisor would pay for in copied pages."""
+    """A whole file through plain system calls: no Python file object, whose buffers and codec
+    a forked zygote or supervisor would pay for in copied pages."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = []

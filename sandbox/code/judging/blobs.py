@@ -8,9 +8,9 @@ the common case, need no read at all) and reads the file only to compare structu
 that its content still hashes to the name, so a client can make the judge read nothing but
 values this store holds.
 
-Judges import this module, and a judge's zygote is forked from it: ``_thread``, not
-``threading``, names the writing thread, because ``threading`` registers a handler that runs in
-every forked child and touches its objects (~160 copy-on-write page faults per sandbox).
+``_thread``, not ``threading``, names the writing thread: ``threading`` registers a handler that
+runs in every child forked after it loads and touches its objects (~160 copy-on-write page
+faults per sandbox when judges forked their zygote after importing this module).
 """
 
 from __future__ import annotations

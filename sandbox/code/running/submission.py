@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from rlvr.sandbox.code.isolation.child import compile_program, encode_call_request, sandbox_import_path
-from rlvr.sandbox.code.isolation.primitives import seal_program_dir, write_bytes
+from rlvr.sandbox.code.isolation.primitives import read_bytes, seal_program_dir, write_bytes
 from rlvr.sandbox.code.rules.languages import Language
 from rlvr.sandbox.code.rules.limits import LATE_LIMITS, Limits
 from rlvr.sandbox.code.running.call_child import run_calls
@@ -66,16 +66,9 @@ def serve_submission(
         outcome = supervisor.compile()
         compiled = {**outcome.header(), "stderr": outcome.stderr[-4000:].decode("utf-8", "replace")}
         if outcome.status == "ok":
-            import shutil  # here, not in the zygote: it loads bz2 and lzma, which Python programs rarely use
-
-            binary = os.path.join(supervisor.prog_dir, "main")
-            shutil.copyfile(
-                os.path.join(supervisor.scratch, "main")
-                if os.path.exists(os.path.join(supervisor.scratch, "main"))
-                else "/dev/null",
-                binary,
-            )
-            os.chmod(binary, 0o555)
+            built = os.path.join(supervisor.scratch, "main")
+            binary = read_bytes(built) if os.path.exists(built) else b""
+            write_bytes(os.path.join(supervisor.prog_dir, "main"), binary, 0o555)
             supervisor.reset_scratch()
     if isolated:
         seal_program_dir()
