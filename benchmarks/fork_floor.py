@@ -9,6 +9,11 @@ zygote's preloads, frozen for the garbage collector), each test a trivial progra
 * ``helper``: a helper forked once clones each test with ``CLONE_PARENT`` (the test is still the
   supervisor's child, so it reaps it and reads its usage), so the supervisor's own pages are never
   write-protected by a test's fork: the design of a "test zygote";
+* ``setup``: the test process enters the sandbox before the program, once through the sandbox's
+  own ``enter_child`` (Python) and once through the same steps written in C (compiled here with the
+  system's C compiler, called through ``ctypes``), then makes its standard streams
+  (``python_streams``): what a test process costs with its setup in a native helper, the lever
+  left for "overhead halved" (issue 41);
 * ``steps``: the test process runs the sandbox's own steps (``enter_child``'s, then
   ``python_streams``) before the program; faults and CPU of each.
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import fcntl
+import functools
 import gc
 import json
 import os
@@ -40,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 import rlvr.sandbox.code.isolation.zygote  # noqa: E402,F401  (what a judge's zygote loads, as judge_main forks it)
 from rlvr.sandbox.code.isolation import seccomp  # noqa: E402
-from rlvr.sandbox.code.isolation.child import python_streams, sandbox_environment  # noqa: E402
+from rlvr.sandbox.code.isolation.child import enter_child, python_streams, sandbox_environment  # noqa: E402
 from rlvr.sandbox.code.isolation.primitives import ResourceLimits, apply_rlimits, drop_privileges  # noqa: E402
 from rlvr.sandbox.code.isolation.zygote import PRELOAD  # noqa: E402
 
@@ -86,6 +92,100 @@ def forked(w: int) -> int:
     pid = os.fork()
     if pid == 0:
         run_program(w)
+    return pid
+
+
+#: ``enter_child``'s steps in its order, in C: the test process's setup as a native helper would
+#: do it (no interpreter objects touched). Descriptors: 0 ``in_fd``, 1 and 2 ``out_fd``, 3 the
+#: ready pipe, which gets ``1`` and is closed last; returns the failing step's number, 0 when all held.
+NATIVE_SETUP = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int limit(int resource, unsigned long soft, unsigned long hard) {
+    struct rlimit r = {soft, hard};
+    return setrlimit(resource, &r);
+}
+
+int enter_sandbox(int in_fd, int out_fd, int ready_fd, int uid, unsigned long cpu_s, unsigned long processes,
+                  unsigned long open_files, unsigned long file_bytes, const char *workdir, const void *filter) {
+    int moves[4][2] = {{0, in_fd}, {1, out_fd}, {2, out_fd}, {3, ready_fd}}, parked[4];
+    if (setsid() < 0) return 1;
+    for (int i = 0; i < 4; i++)
+        if ((parked[i] = fcntl(moves[i][1], F_DUPFD, 256)) < 0) return 2;
+    for (int i = 0; i < 4; i++)
+        if (dup2(parked[i], moves[i][0]) < 0) return 2;
+    if (syscall(SYS_close_range, 4U, ~0U, 0) != 0) return 2;
+    if (chdir(workdir) != 0) return 3;
+    int adj = open("/proc/self/oom_score_adj", O_WRONLY);
+    if (adj >= 0) {
+        if (write(adj, "1000", 4) != 4) return 3;
+        close(adj);
+    }
+    if (limit(RLIMIT_CPU, cpu_s, cpu_s + 1) || limit(RLIMIT_NPROC, processes, processes) ||
+        limit(RLIMIT_NOFILE, open_files, open_files) || limit(RLIMIT_FSIZE, file_bytes, file_bytes) ||
+        limit(RLIMIT_CORE, 0, 0)) return 4;
+    if (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid)) return 5;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || getuid() == 0 || geteuid() == 0) return 5;
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter, 0, 0)) return 6;
+    if (write(3, "1", 1) != 1) return 7;
+    close(3);
+    return 0;
+}
+"""
+
+
+def build_native_setup(directory: str) -> Callable[..., int] | None:
+    """Compile ``NATIVE_SETUP`` with the system's C compiler; None (with a note) without one.
+    Spawned with ``posix_spawnp``: ``subprocess`` would load ``threading``, whose after-fork hook
+    then runs in every test process (~90 more faults each, a process no sandbox forks)."""
+    source, library = os.path.join(directory, "setup.c"), os.path.join(directory, "setup.so")
+    Path(source).write_text(NATIVE_SETUP)
+    argv = ["cc", "-O2", "-shared", "-fPIC", "-o", library, source]
+    try:
+        _, status = os.waitpid(os.posix_spawnp(argv[0], argv, os.environ), 0)
+    except FileNotFoundError:
+        status = -1
+    if status != 0:
+        print("no working C compiler (cc): the native setup is not measured")
+        return None
+    enter = ctypes.CDLL(library).enter_sandbox
+    enter.argtypes = [ctypes.c_int] * 4 + [ctypes.c_ulong] * 4 + [ctypes.c_char_p, ctypes.c_void_p]
+    enter.restype = ctypes.c_int
+    return enter
+
+
+def set_up(w: int, workdir: str, native: Callable[..., int] | None) -> int:
+    """Fork a test that enters the sandbox (``enter_child``, or ``native``: the same steps in C),
+    makes its standard streams and runs the program; wait for its ready byte, as PID 1 does."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if native is None:
+                enter_child({0: null, 1: w, 2: w}, SANDBOX_UID, LIMITS, workdir, ready_w, True)
+            elif native(null, w, ready_w, SANDBOX_UID, 2, LIMITS.processes, LIMITS.open_files, LIMITS.file_bytes,
+                        workdir.encode(), seccomp._FPROG_ADDRESS) != 0:  # fmt: skip
+                os._exit(125)
+        except BaseException:
+            os._exit(125)
+        python_streams(False)
+        exec(PROGRAM, {"__name__": "__main__"})
+        sys.stdout.flush()
+        os._exit(0)
+    os.close(null)
+    os.close(ready_w)
+    ready = os.read(ready_r, 1)
+    os.close(ready_r)
+    if ready != b"1":
+        raise SystemExit(f"a test process could not enter the sandbox ({'C' if native else 'enter_child'})")
     return pid
 
 
@@ -259,33 +359,50 @@ def one_instruction_filter() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tests", type=int, default=1000, help="tests per measurement")
-    parser.add_argument("--rounds", type=int, default=2, help="fork and helper measured in turn this many times")
+    parser.add_argument("--rounds", type=int, default=2, help="the spawners measured in turn this many times")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root: the sandbox's steps drop privileges")
     for name in PRELOAD:
         __import__(name)
     workdir = tempfile.mkdtemp(prefix="rlvr-fork-floor-")
-    os.chmod(workdir, 0o777)
-    sandbox_environment(workdir)  # as the zygote does once; the test process only checks it
+    build_dir = tempfile.mkdtemp(prefix="rlvr-fork-floor-c-")
+    try:
+        os.chmod(workdir, 0o777)
+        sandbox_environment(workdir)  # as the zygote does once; the test process only checks it
+        measure(args.tests, args.rounds, workdir, build_native_setup(build_dir))
+    finally:
+        for directory in (workdir, build_dir):  # (no shutil: the zygote does not load it)
+            for name in os.listdir(directory):
+                os.unlink(os.path.join(directory, name))
+            os.rmdir(directory)
+
+
+def measure(tests: int, rounds: int, workdir: str, native: Callable[..., int] | None) -> None:
     gc.collect()
     gc.freeze()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    print(f"per trivial test, {args.tests} tests, a supervisor of {peak_mib} MiB peak RSS")
-    for round_ in range(1, args.rounds + 1):
-        for label in ("fork", "helper"):
+    print(f"per trivial test, {tests} tests, a supervisor of {peak_mib} MiB peak RSS")
+    spawners: dict[str, Callable[[int], int]] = {
+        "fork": forked,
+        "helper": forked,  # replaced by a fresh helper's spawn in each round
+        "setup py": functools.partial(set_up, workdir=workdir, native=None),
+    }
+    if native is not None:
+        spawners["setup C"] = functools.partial(set_up, workdir=workdir, native=native)
+    for round_ in range(1, rounds + 1):
+        for label, spawn in spawners.items():
             helper = Helper() if label == "helper" else None
-            numbers = per_test(helper.spawn if helper else forked, args.tests, helper)
+            numbers = per_test(helper.spawn if helper else spawn, tests, helper)
             if helper:
                 helper.close()
-            print(f"  round {round_} {label:6s} " + ", ".join(f"{k} {v:.2f}" for k, v in numbers.items()))
+            print(f"  round {round_} {label:8s} " + ", ".join(f"{k} {v:.2f}" for k, v in numbers.items()))
     print("the test process's steps (medians), as the sandbox runs them, before the program:")
-    for name, (faults, cpu_us) in sandbox_steps(workdir, args.tests // 2).items():
+    for name, (faults, cpu_us) in sandbox_steps(workdir, tests // 2).items():
         print(f"  {name:22s} {faults:6.0f} faults {cpu_us:8.1f} CPU-µs")
-    ours = filter_attach_us(seccomp.install, args.tests // 4)
-    one = filter_attach_us(one_instruction_filter, args.tests // 4)
+    ours = filter_attach_us(seccomp.install, tests // 4)
+    one = filter_attach_us(one_instruction_filter, tests // 4)
     print(f"attaching a filter: ours {ours:.1f} CPU-µs, one of a single instruction {one:.1f} CPU-µs")
-    os.rmdir(workdir)
 
 
 if __name__ == "__main__":

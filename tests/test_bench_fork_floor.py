@@ -1,7 +1,10 @@
-"""``benchmarks/fork_floor.py`` runs: both spawners give each test's exact output (the script
-exits non-zero otherwise), and every step of the test process is reported."""
+"""``benchmarks/fork_floor.py`` runs: every spawner gives each test's exact output (the script
+exits non-zero otherwise), the test processes that enter the sandbox first (through
+``enter_child`` and through the same steps in C) say they did, and every step of the test
+process is reported."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +25,7 @@ def test_fork_floor_measures_both_spawners_and_every_step():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
-    assert "round 1 fork " in out and "round 1 helper " in out
+    assert "round 1 fork " in out and "round 1 helper " in out and "round 1 setup py " in out
+    assert ("round 1 setup C " in out) == (shutil.which("cc") is not None), out
     steps = ["fork's return", "setsid", "descriptors", "privilege drop", "seccomp filter", "python_streams", "program"]
     assert all(step in out for step in steps), out
