@@ -124,8 +124,8 @@ int enter_sandbox(int in_fd, int out_fd, int ready_fd, int uid, unsigned long cp
     if (syscall(SYS_close_range, 4U, ~0U, 0) != 0) return 2;
     if (chdir(workdir) != 0) return 3;
     int adj = open("/proc/self/oom_score_adj", O_WRONLY);
-    if (adj >= 0) {
-        if (write(adj, "1000", 4) != 4) return 3;
+    if (adj >= 0) { /* best effort, as in enter_child */
+        if (write(adj, "1000", 4) != 4) {}
         close(adj);
     }
     if (limit(RLIMIT_CPU, cpu_s, cpu_s + 1) || limit(RLIMIT_NPROC, processes, processes) ||
@@ -161,9 +161,10 @@ def build_native_setup(directory: str) -> Callable[..., int] | None:
     return enter
 
 
-def set_up(w: int, workdir: str, native: Callable[..., int] | None) -> int:
-    """Fork a test that enters the sandbox (``enter_child``, or ``native``: the same steps in C),
-    makes its standard streams and runs the program; wait for its ready byte, as PID 1 does."""
+def set_up(w: int, workdir: str, native: Callable[[int, int, int], int] | None) -> int:
+    """Fork a test that enters the sandbox (``enter_child``, or ``native(in_fd, out_fd, ready_fd)``:
+    the same steps in C, everything else bound before any fork), makes its standard streams and
+    runs the program; wait for its ready byte, as PID 1 does."""
     null = os.open(os.devnull, os.O_RDONLY)
     ready_r, ready_w = os.pipe()
     pid = os.fork()
@@ -171,8 +172,7 @@ def set_up(w: int, workdir: str, native: Callable[..., int] | None) -> int:
         try:
             if native is None:
                 enter_child({0: null, 1: w, 2: w}, SANDBOX_UID, LIMITS, workdir, ready_w, True)
-            elif native(null, w, ready_w, SANDBOX_UID, 2, LIMITS.processes, LIMITS.open_files, LIMITS.file_bytes,
-                        workdir.encode(), seccomp._FPROG_ADDRESS) != 0:  # fmt: skip
+            elif native(null, w, ready_w) != 0:
                 os._exit(125)
         except BaseException:
             os._exit(125)
@@ -378,21 +378,24 @@ def main() -> None:
             os.rmdir(directory)
 
 
-def measure(tests: int, rounds: int, workdir: str, native: Callable[..., int] | None) -> None:
+def measure(tests: int, rounds: int, workdir: str, enter: Callable[..., int] | None) -> None:
+    spawners: dict[str, Callable[[int], int] | None] = {
+        "fork": forked,
+        "helper": None,  # a fresh helper's spawn in each round
+        "setup py": functools.partial(set_up, workdir=workdir, native=None),
+    }
+    if enter is not None:
+        raw_workdir, cpu_s = workdir.encode(), max(1, int(LIMITS.cpu_s + 0.999))  # apply_rlimits' rounding
+        limits = (SANDBOX_UID, cpu_s, LIMITS.processes, LIMITS.open_files, LIMITS.file_bytes, raw_workdir)
+        native = lambda i, o, r: enter(i, o, r, *limits, seccomp._FPROG_ADDRESS)  # noqa: E731
+        spawners["setup C"] = functools.partial(set_up, workdir=workdir, native=native)
     gc.collect()
     gc.freeze()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     print(f"per trivial test, {tests} tests, a supervisor of {peak_mib} MiB peak RSS")
-    spawners: dict[str, Callable[[int], int]] = {
-        "fork": forked,
-        "helper": forked,  # replaced by a fresh helper's spawn in each round
-        "setup py": functools.partial(set_up, workdir=workdir, native=None),
-    }
-    if native is not None:
-        spawners["setup C"] = functools.partial(set_up, workdir=workdir, native=native)
     for round_ in range(1, rounds + 1):
         for label, spawn in spawners.items():
-            helper = Helper() if label == "helper" else None
+            helper = Helper() if spawn is None else None
             numbers = per_test(helper.spawn if helper else spawn, tests, helper)
             if helper:
                 helper.close()
